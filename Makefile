@@ -1,0 +1,32 @@
+# lazylab: `make demo` and `make test` each bootstrap .venv on first use.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# The CPU wheel of torch 2.13.0 is on disk; install it first so the range
+	# in pyproject.toml is already satisfied and no CUDA build is pulled in.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/lazylab reproduce ghorbani --scale quick --out runs/demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench_ntk.py
+	$(BIN)/python bench/bench_empirical_ntk.py
+
+clean:
+	rm -rf $(VENV) runs
