@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from lazylab.experiments.base import Claim, Experiment, Results
 
-__all__ = ["REGISTRY", "PAPERS", "register", "get_experiment", "Claim", "Experiment", "Results"]
+__all__ = [
+    "REGISTRY", "PAPERS", "register", "get_experiment", "all_experiments", "Claim", "Experiment",
+    "Results",
+]
 
 REGISTRY: dict[str, Experiment] = {}
 
@@ -29,9 +32,15 @@ def register(cls: type[Experiment]) -> type[Experiment]:
     return cls
 
 
+#: Modules whose import registers experiments (one per paper).
+PAPER_MODULES: tuple[str, ...] = ()
+
+
 def _load_all() -> None:
-    # Importing the paper modules registers their experiments.
-    from lazylab.experiments import ghorbani  # noqa: F401
+    import importlib
+
+    for name in PAPER_MODULES:
+        importlib.import_module(name)
 
 
 def get_experiment(exp_id: str) -> Experiment:
