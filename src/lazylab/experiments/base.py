@@ -163,6 +163,9 @@ class Experiment(ABC):
     default_seeds: ClassVar[dict[str, int]] = {"quick": 1, "paper": 1}
     #: Rough wall time in seconds per scale (2-core CPU for quick, one GPU for paper).
     est_seconds: ClassVar[dict[str, float]] = {"quick": 60.0, "paper": 3600.0}
+    #: Claim id -> statement, shown by ``lazylab show`` before any result exists; the
+    #: verdicts themselves come from :meth:`claims`.
+    claim_statements: ClassVar[dict[str, str]] = {}
 
     # ---- parameters -------------------------------------------------------------------
     def resolve(self, scale: str, overrides: dict[str, Any] | None = None) -> ExperimentParams:

@@ -1,5 +1,42 @@
-"""Models in every regime: full network, random features, Taylor models, randomized networks."""
+"""Models in every regime: full network, random features, Taylor models, randomized networks.
 
-from lazylab.models.two_layer import TwoLayerNet
+- :class:`TwoLayerNet`: f(x) = s_m sum_r a_r sigma(w_r.x) (+ c), Gaussian or symmetric init,
+  NTK / mean-field / no scaling, closed-form Taylor terms and tangent features.
+- :class:`RandomFeatures`, :class:`RandomFeaturesRegressor`: fixed random first layer
+  (Ghorbani et al. 2019, Eq. (2)); the regressor is sklearn-style ridge least squares.
+- :func:`taylor_terms`, :class:`TaylorModel`, :class:`LinearizedModel`,
+  :class:`QuadraticModel`: f^(j) = (1/j!) d^j/dt^j f(theta0 + tU), any order, closed form for
+  TwoLayerNet and torch.func for any module.
+- :class:`SignRandomizedNet`, :class:`HigherOrderRandomizedNet`, :func:`moment_matched_pair`:
+  the randomized networks of Bai & Lee 2020 (Secs. 3 and 6) with exact moments.
+"""
 
-__all__ = ["TwoLayerNet"]
+from lazylab.models.random_features import (
+    RandomFeatures,
+    RandomFeaturesRegressor,
+    gaussian_weights,
+)
+from lazylab.models.randomized import (
+    HigherOrderRandomizedNet,
+    MomentMatchedPair,
+    SignRandomizedNet,
+    moment_matched_pair,
+)
+from lazylab.models.taylor import LinearizedModel, QuadraticModel, TaylorModel, taylor_terms
+from lazylab.models.two_layer import TwoLayerNet, scale_factor
+
+__all__ = [
+    "TwoLayerNet",
+    "scale_factor",
+    "RandomFeatures",
+    "RandomFeaturesRegressor",
+    "gaussian_weights",
+    "taylor_terms",
+    "TaylorModel",
+    "LinearizedModel",
+    "QuadraticModel",
+    "SignRandomizedNet",
+    "HigherOrderRandomizedNet",
+    "MomentMatchedPair",
+    "moment_matched_pair",
+]

@@ -1,0 +1,244 @@
+"""Real data sets as two-class problems, offline only (nothing is ever downloaded).
+
+``load_dataset`` returns (X_train, y_train, X_test, y_test) torch tensors for
+
+* ``digits``: scikit-learn's bundled 8x8 handwritten digits (1797 images, d = 64);
+* ``fashion-mnist``: the IDX files of Debian's ``dataset-fashion-mnist`` package
+  (/usr/share/datasets/fashion-mnist), d = 784;
+* ``mnist``: the four standard IDX files (gzip or raw) in a folder you give, d = 784;
+* ``cifar10``: the ``cifar-10-batches-py`` pickle batches in a folder you give, d = 3072.
+
+Protocol of Arora et al. 2019 (App. A): keep two classes, the first -> +1 and the second -> -1
+(default: the first two classes, 0 and 1); subsample n_train / n_test points uniformly at random
+(with ``seed``); flatten, scale pixels to [0, 1], optionally subtract the training mean
+(``center=True``; their spec Sec. 8 item 2 argues the authors likely centred), then scale every
+example to unit l2 norm (``normalize="unit"``).
+
+Folders searched, first match wins: ``root`` and ``root/<name-folder>``, ``$LAZYLAB_DATA`` and
+``$LAZYLAB_DATA/<name-folder>``, then the system location (Debian's for Fashion-MNIST).
+A missing data set raises :class:`DatasetNotFound` listing every folder tried.
+
+Example
+-------
+>>> from lazylab.data.real import load_dataset
+>>> Xtr, ytr, Xte, yte = load_dataset("digits", n_train=100, n_test=50, seed=0)
+>>> tuple(Xtr.shape), sorted(set(ytr.tolist()))
+((100, 64), [-1.0, 1.0])
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from lazylab.data.cifar import CIFAR10_CLASSES, CIFAR10_TEST, CIFAR10_TRAIN, read_cifar_batches
+from lazylab.data.idx import read_idx
+
+__all__ = ["DATASETS", "DatasetNotFound", "find_dataset", "load_dataset", "load_raw",
+           "search_paths"]
+
+DATASETS = ("digits", "fashion-mnist", "mnist", "cifar10")
+ENV_VAR = "LAZYLAB_DATA"
+
+FASHION_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+                   "Sneaker", "Bag", "Ankle boot")
+_CLASS_NAMES = {"fashion-mnist": FASHION_CLASSES, "cifar10": CIFAR10_CLASSES}
+
+# Sub-folder names a user's data folder may use, and the system-wide locations.
+_SUBDIRS = {
+    "fashion-mnist": ("fashion-mnist", "FashionMNIST/raw", "fashion_mnist"),
+    "mnist": ("mnist", "MNIST/raw"),
+    "cifar10": ("cifar-10-batches-py", "cifar10/cifar-10-batches-py", "cifar10"),
+}
+_SYSTEM = {
+    "fashion-mnist": ("/usr/share/datasets/fashion-mnist",),
+    "mnist": ("/usr/share/datasets/mnist",),
+    "cifar10": ("/usr/share/datasets/cifar10/cifar-10-batches-py",),
+}
+_IDX_STEMS = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+              "t10k-labels-idx1-ubyte")
+_HOW_TO_GET = {
+    "fashion-mnist": "install it with `apt-get install dataset-fashion-mnist` (Debian/Ubuntu), "
+                     "or download the four standard IDX files ("
+                     + ", ".join(s + ".gz" for s in _IDX_STEMS) + ") into a folder yourself",
+    "mnist": "download the four standard MNIST IDX files ("
+             + ", ".join(s + ".gz" for s in _IDX_STEMS) + ", gzip or not) into a folder "
+             "yourself",
+    "cifar10": "download and unpack the CIFAR-10 python version (cifar-10-python.tar.gz, "
+               "giving cifar-10-batches-py/data_batch_1..5 and test_batch) yourself",
+}
+
+
+class DatasetNotFound(FileNotFoundError):
+    """A real data set is not on disk; the message lists where we looked and how to get it."""
+
+
+def search_paths(name: str, root: str | Path | None = None) -> list[Path]:
+    """Folders searched for data set ``name``, in order (``root``, $LAZYLAB_DATA, system)."""
+    _check_name(name)
+    if name == "digits":
+        return []
+    bases = [Path(b).expanduser() for b in (root, os.environ.get(ENV_VAR)) if b]
+    out: list[Path] = []
+    for base in bases:
+        out.append(base)
+        out.extend(base / sub for sub in _SUBDIRS[name])
+    out.extend(Path(p) for p in _SYSTEM[name])
+    return list(dict.fromkeys(out))
+
+
+def _idx_file(folder: Path, stem: str) -> Path | None:
+    # Some unpackers write "train-images.idx3-ubyte" (a dot instead of the last dash).
+    dotted = stem.replace("-idx", ".idx")
+    for cand in (stem + ".gz", stem, dotted + ".gz", dotted):
+        if (folder / cand).is_file():
+            return folder / cand
+    return None
+
+
+def _complete(name: str, folder: Path) -> bool:
+    if not folder.is_dir():
+        return False
+    if name == "cifar10":
+        return all((folder / f).is_file() for f in CIFAR10_TRAIN + CIFAR10_TEST)
+    return all(_idx_file(folder, s) is not None for s in _IDX_STEMS)
+
+
+def find_dataset(name: str, root: str | Path | None = None) -> Path:
+    """The first folder holding all files of ``name``; raises :class:`DatasetNotFound`."""
+    paths = search_paths(name, root)
+    for folder in paths:
+        if _complete(name, folder):
+            return folder
+    raise DatasetNotFound(
+        f"data set {name!r} not found; looked in: {', '.join(map(str, paths))}. To get it, "
+        f"{_HOW_TO_GET[name]}, then pass its folder as root (CLI: --set data_root=FOLDER) or "
+        f"set the environment variable {ENV_VAR}=FOLDER. lazylab never downloads data.")
+
+
+def _check_name(name: str) -> None:
+    if name not in DATASETS:
+        raise ValueError(f"name must be one of {', '.join(DATASETS)}; got {name!r}")
+
+
+@lru_cache(maxsize=2)
+def _load_raw_cached(name: str, folder: str) -> tuple[np.ndarray, ...]:
+    if name == "cifar10":
+        Xtr, ytr = read_cifar_batches(folder, CIFAR10_TRAIN)
+        Xte, yte = read_cifar_batches(folder, CIFAR10_TEST)
+    else:
+        f = Path(folder)
+        Xtr, ytr, Xte, yte = (read_idx(_idx_file(f, s)) for s in _IDX_STEMS)
+    arrays = (Xtr.reshape(len(Xtr), -1), ytr.astype(np.int64),
+              Xte.reshape(len(Xte), -1), yte.astype(np.int64))
+    for a in arrays:
+        a.setflags(write=False)  # shared by the cache
+    return arrays
+
+
+def load_raw(name: str, root: str | Path | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None, float]:
+    """(X_train, y_train, X_test, y_test, max_value): flattened raw pixels and integer labels.
+
+    ``digits`` has no official split: X_test and y_test are None and the whole set is returned
+    as the training pool. ``max_value`` is the pixel scale (16 for digits, else 255).
+    """
+    _check_name(name)
+    if name == "digits":
+        from sklearn.datasets import load_digits  # bundled with scikit-learn, no download
+
+        X, y = load_digits(return_X_y=True)
+        return X, y.astype(np.int64), None, None, 16.0
+    Xtr, ytr, Xte, yte = _load_raw_cached(name, str(find_dataset(name, root)))
+    return Xtr, ytr, Xte, yte, 255.0
+
+
+def _resolve_classes(name: str, classes: Sequence[int | str] | None) -> tuple[int, int]:
+    if classes is None:
+        return 0, 1
+    names = _CLASS_NAMES.get(name, ())
+    out = []
+    for c in classes:
+        if isinstance(c, str) and c in names:
+            out.append(names.index(c))
+        elif isinstance(c, int | np.integer) and 0 <= int(c) <= 9:
+            out.append(int(c))
+        else:
+            allowed = "integers 0..9" + (f" or names {', '.join(names)}" if names else "")
+            raise ValueError(f"classes must hold {allowed}; got {c!r}")
+    if len(out) != 2 or out[0] == out[1]:
+        raise ValueError(f"classes must be two distinct labels (first -> +1, second -> -1); "
+                         f"got {classes!r}")
+    return out[0], out[1]
+
+
+def _subsample(idx: np.ndarray, n: int | None, rng: np.random.Generator, what: str) -> np.ndarray:
+    if n is not None and (int(n) != n or n < 1):
+        raise ValueError(f"{what} must be a positive integer or None (all); got {n!r}")
+    if n is not None and n > len(idx):
+        raise ValueError(f"{what}={n} exceeds the {len(idx)} examples available")
+    # A permutation prefix: with the same seed, a smaller n gives a subset of a larger one.
+    return idx[rng.permutation(len(idx))[: len(idx) if n is None else int(n)]]
+
+
+def load_dataset(name: str, *, classes: Sequence[int | str] | None = None,
+                 n_train: int | None = None, n_test: int | None = None,
+                 root: str | Path | None = None, normalize: str = "unit", center: bool = False,
+                 seed: int = 0, device: torch.device | str | None = None,
+                 dtype: torch.dtype = torch.float32
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A two-class problem from a real data set: (X_train, y_train, X_test, y_test).
+
+    Parameters
+    ----------
+    name : ``digits``, ``fashion-mnist``, ``mnist`` or ``cifar10``.
+    classes : two labels (0..9, or class names for fashion-mnist/cifar10); the first becomes
+        y = +1, the second y = -1. Default (0, 1), the paper's "first two classes".
+    n_train, n_test : sizes drawn uniformly without replacement from the official train and
+        test sets of those classes (None: all). ``digits`` has no split: the examples of the two
+        classes are shuffled with ``seed``, the first n_test (default 20%) form the test set
+        and the next n_train (default: the rest) the training set.
+    root : folder to search first (see module docstring); ignored for ``digits``.
+    normalize : ``"unit"`` (each x scaled to ||x||_2 = 1; an all-zero x stays 0) or ``"none"``.
+    center : subtract the per-feature mean of the training sample (from train and test).
+    seed : seed of the subsampling; the same seed gives the same points, and a smaller n a
+        subset of a larger one.
+    device, dtype : where the returned tensors live and their floating dtype.
+    """
+    _check_name(name)
+    if normalize not in ("unit", "none"):
+        raise ValueError(f"normalize must be 'unit' or 'none'; got {normalize!r}")
+    pos, neg = _resolve_classes(name, classes)
+    Xtr, ytr, Xte, yte, scale = load_raw(name, root)
+    rng_train = np.random.default_rng([int(seed), 0])
+    rng_test = np.random.default_rng([int(seed), 1])
+    if Xte is None:  # digits: one pool, split by a seeded shuffle
+        pool = np.flatnonzero((ytr == pos) | (ytr == neg))
+        pool = pool[np.random.default_rng([int(seed), 2]).permutation(len(pool))]
+        k_test = round(0.2 * len(pool)) if n_test is None else n_test
+        test_idx = _subsample(pool[:k_test], n_test, rng_test, "n_test")
+        train_idx = _subsample(pool[k_test:], n_train, rng_train, "n_train")
+        Xte, yte = Xtr, ytr
+    else:
+        train_idx = _subsample(np.flatnonzero((ytr == pos) | (ytr == neg)), n_train, rng_train,
+                               "n_train")
+        test_idx = _subsample(np.flatnonzero((yte == pos) | (yte == neg)), n_test, rng_test,
+                              "n_test")
+    Xa = np.asarray(Xtr[train_idx], dtype=np.float64) / scale
+    Xb = np.asarray(Xte[test_idx], dtype=np.float64) / scale
+    if center:
+        mean = Xa.mean(axis=0)
+        Xa, Xb = Xa - mean, Xb - mean
+    if normalize == "unit":
+        Xa, Xb = (X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-300)
+                  for X in (Xa, Xb))
+    ya = np.where(ytr[train_idx] == pos, 1.0, -1.0)
+    yb = np.where(yte[test_idx] == pos, 1.0, -1.0)
+    kw = {"device": device, "dtype": dtype}
+    return (torch.as_tensor(Xa, **kw), torch.as_tensor(ya, **kw),
+            torch.as_tensor(Xb, **kw), torch.as_tensor(yb, **kw))

@@ -1,0 +1,388 @@
+"""Outputs of a run: results.csv, claims.json, figures, and the report over an output directory.
+
+Layout of an output directory ``DIR`` (the output contract of PRODUCT.md)::
+
+    DIR/lazylab.sqlite            finished work units (lazylab.store)
+    DIR/report.md, report.html    every experiment in DIR: figure, claims table, parameters
+    DIR/ID/config.json            resolved parameters, scale, seeds, device, versions, timing
+    DIR/ID/results.csv            method,kind,x_name,x,seed,metric,value
+    DIR/ID/claims.json            [{id, statement, held, measured, expected, tolerance}]
+    DIR/ID/ID.png, DIR/ID/ID.svg  the figure
+
+``results.csv`` lists the simulation rows in grid order (the order of ``Experiment.units``),
+then by seed index, then the theory rows. Numbers are written with ``repr`` so that reading
+them back with ``float`` gives the same bits; the ``seed`` column holds the seed index
+(empty for theory rows). Everything here is assembled from stored units: nothing is recomputed
+except the experiment's closed-form ``theory`` rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from lazylab.experiments import all_experiments, get_experiment
+from lazylab.experiments.base import COLUMNS, Claim, Experiment, ExperimentParams, Results
+from lazylab.seeding import canonical_key
+from lazylab.store import STORE_NAME, Store
+
+__all__ = [
+    "OUTPUT_FILES",
+    "collect_rows",
+    "finish_experiment",
+    "format_value",
+    "read_results",
+    "rebuild",
+    "tidy_rows",
+    "write_report",
+    "write_results_csv",
+]
+
+#: Per-experiment outputs that a fresh run replaces (config.json is rewritten separately).
+OUTPUT_FILES = ("results.csv", "claims.json", "{id}.png", "{id}.svg")
+
+_REQUIRED = ("method", "x_name", "x", "metric", "value")
+
+
+# ---- rows -----------------------------------------------------------------------------------
+def tidy_rows(rows: Any, *, kind: str, where: str) -> list[dict[str, Any]]:
+    """Check and normalise rows returned by ``run_unit`` or ``theory``.
+
+    Numbers become Python floats (so JSON and CSV write them exactly), ``kind`` is checked, and
+    extra keys are kept if they are JSON scalars. ``where`` names the source in error messages.
+    """
+    if not isinstance(rows, list | tuple):
+        raise TypeError(f"{where} must return a list of rows, got {type(rows).__name__}")
+    out = []
+    for r in rows:
+        if not isinstance(r, Mapping):
+            raise TypeError(f"{where} returned a row that is not a dict: {r!r}")
+        missing = [k for k in _REQUIRED if k not in r]
+        if missing:
+            raise ValueError(f"{where} returned a row without {', '.join(missing)}: {dict(r)}")
+        rk = r.get("kind", kind)
+        if rk != kind:
+            raise ValueError(f"{where} returned a row of kind {rk!r}; expected {kind!r}")
+        t = {k: _scalar(v) for k, v in r.items() if k != "seed"}
+        t.update(method=str(r["method"]), kind=kind, x_name=str(r["x_name"]),
+                 x=float(r["x"]), metric=str(r["metric"]), value=float(r["value"]))
+        out.append(t)
+    return out
+
+
+def _scalar(v: Any) -> Any:
+    if hasattr(v, "item") and callable(v.item):  # numpy / torch scalars
+        v = v.item()
+    if v is None or isinstance(v, bool | int | float | str):
+        return v
+    raise TypeError(f"result rows may only hold numbers and strings, got {type(v).__name__}")
+
+
+def collect_rows(exp: Experiment, p: ExperimentParams, seeds: int,
+                 stored: Mapping[tuple[str, int], list[dict[str, Any]]],
+                 ) -> tuple[list[dict[str, Any]], int]:
+    """The results table from stored unit rows: ``(rows, number of units missing)``.
+
+    Simulation rows come in grid order, then seed index (added as ``seed``); theory rows follow
+    with ``seed=None``. Missing units are skipped and counted.
+    """
+    rows: list[dict[str, Any]] = []
+    missing = 0
+    for key in exp.units(p):
+        kj = canonical_key(key)
+        for s in range(seeds):
+            unit_rows = stored.get((kj, s))
+            if unit_rows is None:
+                missing += 1
+                continue
+            rows.extend({**r, "seed": s} for r in unit_rows)
+    theory = tidy_rows(exp.theory(p), kind="theory", where=f"{exp.id}.theory")
+    rows.extend({**r, "seed": None} for r in theory)
+    return rows, missing
+
+
+def _columns(rows: Iterable[dict[str, Any]]) -> list[str]:
+    extra: dict[str, None] = {}
+    for r in rows:
+        for k in r:
+            if k not in COLUMNS:
+                extra.setdefault(k, None)
+    return [*COLUMNS, *sorted(extra)]
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def write_results_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Write the tidy table; the standard columns first, any extra row keys after them."""
+    cols = _columns(rows)
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(cols)
+        for r in rows:
+            w.writerow([_cell(r.get(c)) for c in cols])
+
+
+def read_results(path: str | Path) -> Results:
+    """Read a ``results.csv`` back (x and value as floats, seed as int or None)."""
+    rows = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            r = dict(r)
+            r["x"] = float(r["x"])
+            r["value"] = float(r["value"])
+            r["seed"] = int(r["seed"]) if r["seed"] != "" else None
+            rows.append(r)
+    return Results(rows)
+
+
+# ---- per-experiment outputs -----------------------------------------------------------------
+def _json_safe(v: Any) -> Any:
+    """Strict JSON: non-finite floats become the strings "nan", "inf", "-inf"."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return repr(v)
+    if isinstance(v, list):
+        return [_json_safe(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _json_safe(x) for k, x in v.items()}
+    return v
+
+
+def write_json(path: Path, obj: Any) -> None:
+    path.write_text(json.dumps(_json_safe(obj), indent=2, allow_nan=False) + "\n",
+                    encoding="utf-8")
+
+
+def finish_experiment(exp: Experiment, p: ExperimentParams, rows: list[dict[str, Any]],
+                      exp_dir: Path) -> list[Claim]:
+    """Write results.csv, claims.json (verdicts from ``exp.claims``) and the figure."""
+    exp_dir.mkdir(parents=True, exist_ok=True)
+    write_results_csv(exp_dir / "results.csv", rows)
+    results = Results(rows)
+    claims = list(exp.claims(p, results))
+    write_json(exp_dir / "claims.json", [c.to_dict() for c in claims])
+    fig = exp.plot(p, results)
+    if fig is None or not hasattr(fig, "savefig"):
+        raise TypeError(f"{exp.id}.plot must return a matplotlib Figure")
+    import matplotlib.pyplot as plt
+
+    # A fixed hash salt and no date keep the SVG identical across identical runs.
+    with plt.rc_context({"svg.hashsalt": "lazylab"}):
+        fig.savefig(exp_dir / f"{exp.id}.png", dpi=150, bbox_inches="tight")
+        fig.savefig(exp_dir / f"{exp.id}.svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    return claims
+
+
+def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None,
+            ) -> dict[str, list[Claim]]:
+    """Re-assemble every experiment in ``out_dir`` from its stored units, then the report.
+
+    Nothing is recomputed. An experiment whose units are incomplete, or whose id is no longer
+    registered, keeps its existing files and is reported by ``warn``. Returns the claims of the
+    rebuilt experiments.
+    """
+    store_path = out_dir / STORE_NAME
+    if not store_path.is_file():
+        warn(f"no store ({STORE_NAME}) in {out_dir}; keeping the existing results")
+        write_report(out_dir)
+        return {}
+    rebuilt: dict[str, list[Claim]] = {}
+    with Store.open_existing(store_path) as store:
+        for exp_dir, config in _experiment_dirs(out_dir):
+            exp_id = config.get("experiment", exp_dir.name)
+            try:
+                exp = get_experiment(exp_id)
+            except KeyError:
+                warn(f"{exp_id}: not a registered experiment; keeping its existing results")
+                continue
+            try:
+                p = exp.Params.model_validate(config["params"])
+                seeds = int(config["seeds"])
+                stored = store.units(exp_id, str(config["config_hash"]))
+            except (KeyError, TypeError, ValueError) as e:
+                warn(f"{exp_id}: config.json is not usable ({e}); keeping its existing results")
+                continue
+            rows, missing = collect_rows(exp, p, seeds, stored)
+            if missing:
+                warn(f"{exp_id}: {missing} work unit(s) not stored; finish them with "
+                     f"`lazylab reproduce {exp_id} --out {out_dir} --resume`")
+                continue
+            rebuilt[exp_id] = finish_experiment(exp, p, rows, exp_dir)
+    write_report(out_dir)
+    return rebuilt
+
+
+# ---- report over a directory ----------------------------------------------------------------
+def _experiment_dirs(out_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """Subdirectories holding a readable config.json, in registry order then by name."""
+    found = []
+    for sub in sorted(out_dir.iterdir()):
+        cfg = sub / "config.json"
+        if sub.is_dir() and cfg.is_file():
+            try:
+                found.append((sub, json.loads(cfg.read_text(encoding="utf-8"))))
+            except (OSError, ValueError):
+                continue
+    order = {e.id: i for i, e in enumerate(all_experiments())}
+    found.sort(key=lambda t: (order.get(t[0].name, len(order)), t[0].name))
+    return found
+
+
+def format_value(v: Any, digits: int = 4) -> str:
+    """Compact text for a measured / expected / tolerance value or a parameter."""
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}"
+    if isinstance(v, list | tuple):
+        shown = ", ".join(format_value(x, digits) for x in v[:8])
+        return f"[{shown}{', ...' if len(v) > 8 else ''}]" + (
+            f" ({len(v)} values)" if len(v) > 8 else "")
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={format_value(x, digits)}" for k, x in v.items())
+    return str(v)
+
+
+def _sections(out_dir: Path) -> list[dict[str, Any]]:
+    secs = []
+    for exp_dir, config in _experiment_dirs(out_dir):
+        exp_id = config.get("experiment", exp_dir.name)
+        claims_path = exp_dir / "claims.json"
+        claims = None
+        if claims_path.is_file():
+            try:
+                claims = json.loads(claims_path.read_text(encoding="utf-8"))
+            except ValueError:
+                claims = None
+        fig = exp_dir / f"{exp_id}.png"
+        secs.append({
+            "id": exp_id, "config": config, "claims": claims,
+            "png": f"{exp_dir.name}/{exp_id}.png" if fig.is_file() else None,
+            "svg": f"{exp_dir.name}/{exp_id}.svg" if (exp_dir / f"{exp_id}.svg").is_file()
+            else None,
+        })
+    return secs
+
+
+def _verdict(sec: dict[str, Any]) -> str:
+    if sec["claims"] is None:
+        return f"incomplete ({sec['config'].get('status', 'unknown')})"
+    held = sum(bool(c.get("held")) for c in sec["claims"])
+    return f"{held}/{len(sec['claims'])} held"
+
+
+def _md_cell(v: Any) -> str:
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _render_md(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
+    lines = ["# lazylab report", "", f"Output directory `{out_dir}`, written {stamp}.", "",
+             "| experiment | paper | figure | scale | seeds | device | claims |",
+             "|---|---|---|---|---|---|---|"]
+    for s in secs:
+        c = s["config"]
+        lines.append("| " + " | ".join(_md_cell(v) for v in (
+            s["id"], c.get("paper", ""), c.get("figure", ""), c.get("scale", ""),
+            c.get("seeds", ""), c.get("device", ""), _verdict(s))) + " |")
+    for s in secs:
+        c = s["config"]
+        lines += ["", f"## {s['id']}: {c.get('figure', '')}", "", c.get("summary", ""), ""]
+        if s["png"]:
+            lines += [f"![{s['id']}]({s['png']})", ""]
+        if s["claims"] is None:
+            lines += [f"Not assembled: the run is {c.get('status', 'unknown')}. Resume it with "
+                      f"`lazylab reproduce {s['id']} --out {out_dir} --resume`.", ""]
+        else:
+            lines += ["| held | claim | statement | measured | expected | tolerance |",
+                      "|---|---|---|---|---|---|"]
+            for cl in s["claims"]:
+                lines.append("| " + " | ".join(_md_cell(v) for v in (
+                    "✓" if cl.get("held") else "✗", cl.get("id"), cl.get("statement"),
+                    format_value(cl.get("measured")), format_value(cl.get("expected")),
+                    format_value(cl.get("tolerance")))) + " |")
+            lines.append("")
+        lines += [f"Scale `{c.get('scale')}`, {c.get('seeds')} seed(s), device "
+                  f"`{c.get('device')}`, lazylab revision `{c.get('git_revision', 'unknown')}`.",
+                  "", "| parameter | value |", "|---|---|"]
+        for k, v in (c.get("params") or {}).items():
+            lines.append(f"| {_md_cell(k)} | {_md_cell(format_value(v))} |")
+    return "\n".join(lines) + "\n"
+
+
+_CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}
+table{border-collapse:collapse;margin:.8em 0}td,th{border:1px solid #ccc;padding:.25em .6em;
+text-align:left;vertical-align:top}th{background:#f3f3f3}.ok{color:#1a7f37;font-weight:bold}
+.bad{color:#cf222e;font-weight:bold}img{max-width:100%}code{background:#f6f8fa}"""
+
+
+def _h(v: Any) -> str:
+    return html.escape(str(v))
+
+
+def _render_html(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
+    out = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'><title>lazylab report</title>",
+           f"<style>{_CSS}</style></head><body>", "<h1>lazylab report</h1>",
+           f"<p>Output directory <code>{_h(out_dir)}</code>, written {_h(stamp)}.</p>",
+           "<table><tr><th>experiment</th><th>paper</th><th>figure</th><th>scale</th>"
+           "<th>seeds</th><th>device</th><th>claims</th></tr>"]
+    for s in secs:
+        c = s["config"]
+        out.append("<tr>" + "".join(f"<td>{_h(v)}</td>" for v in (
+            s["id"], c.get("paper", ""), c.get("figure", ""), c.get("scale", ""),
+            c.get("seeds", ""), c.get("device", ""), _verdict(s))) + "</tr>")
+    out.append("</table>")
+    for s in secs:
+        c = s["config"]
+        out += [f"<h2 id='{_h(s['id'])}'>{_h(s['id'])}: {_h(c.get('figure', ''))}</h2>",
+                f"<p>{_h(c.get('summary', ''))}</p>"]
+        img = s["svg"] or s["png"]
+        if img:
+            out.append(f"<img src='{_h(img)}' alt='{_h(s['id'])}'>")
+        if s["claims"] is None:
+            out.append(f"<p>Not assembled: the run is {_h(c.get('status', 'unknown'))}. Resume "
+                       f"it with <code>lazylab reproduce {_h(s['id'])} --out {_h(out_dir)} "
+                       "--resume</code>.</p>")
+        else:
+            out.append("<table><tr><th>held</th><th>claim</th><th>statement</th>"
+                       "<th>measured</th><th>expected</th><th>tolerance</th></tr>")
+            for cl in s["claims"]:
+                mark = ("<td class='ok'>✓</td>" if cl.get("held")
+                        else "<td class='bad'>✗</td>")
+                out.append("<tr>" + mark + "".join(f"<td>{_h(v)}</td>" for v in (
+                    cl.get("id"), cl.get("statement"), format_value(cl.get("measured")),
+                    format_value(cl.get("expected")), format_value(cl.get("tolerance")))) + "</tr>")
+            out.append("</table>")
+        out.append(f"<p>Scale <code>{_h(c.get('scale'))}</code>, {_h(c.get('seeds'))} seed(s), "
+                   f"device <code>{_h(c.get('device'))}</code>, lazylab revision "
+                   f"<code>{_h(c.get('git_revision', 'unknown'))}</code>.</p>")
+        out.append("<details><summary>parameters</summary><table>"
+                   "<tr><th>parameter</th><th>value</th></tr>")
+        for k, v in (c.get("params") or {}).items():
+            out.append(f"<tr><td>{_h(k)}</td><td>{_h(format_value(v))}</td></tr>")
+        out.append("</table></details>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def write_report(out_dir: Path) -> tuple[Path, Path]:
+    """Write ``report.md`` and ``report.html`` covering every experiment present in ``out_dir``."""
+    secs = _sections(out_dir)
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    md, page = out_dir / "report.md", out_dir / "report.html"
+    md.write_text(_render_md(out_dir, secs, stamp), encoding="utf-8")
+    page.write_text(_render_html(out_dir, secs, stamp), encoding="utf-8")
+    return md, page

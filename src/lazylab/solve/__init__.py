@@ -1,0 +1,11 @@
+"""Linear solvers: ridge least squares, kernel ridge regression (direct and conjugate
+gradients), and chunked normal equations for designs too large to store.
+
+All functions work on the device and in the dtype of their tensor inputs.
+"""
+
+from lazylab.solve.cg import CGInfo, kernel_ridge_cg
+from lazylab.solve.direct import kernel_ridge, lstsq
+from lazylab.solve.normal_equations import NormalEquations
+
+__all__ = ["lstsq", "kernel_ridge", "kernel_ridge_cg", "CGInfo", "NormalEquations"]

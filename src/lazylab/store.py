@@ -1,0 +1,196 @@
+"""The embedded SQLite store of finished work units (``DIR/lazylab.sqlite``).
+
+One row per finished unit, keyed by ``(experiment, config_hash, unit_key, seed_index)``:
+
+* ``unit_key`` is the unit's canonical JSON (:func:`lazylab.seeding.canonical_key`);
+* ``rows`` is the JSON list of result rows the unit returned. JSON writes floats with
+  ``repr``, so every stored number reads back bitwise identical;
+* ``seconds`` and ``finished_at`` record the unit's compute time and completion time.
+
+A second table remembers, per experiment, the resolved configuration the stored units belong
+to, so a ``--resume`` with different parameters is refused instead of mixing results.
+
+Each finished unit is committed in its own transaction, so an interrupted run loses at most the
+units that were still running. The database runs in WAL mode (readers never block the writer)
+and only the main process writes: worker processes return rows, they never open the store.
+
+>>> import tempfile, pathlib
+>>> with Store(pathlib.Path(tempfile.mkdtemp()) / "s.sqlite") as st:
+...     st.begin("toy", "h1", {"n": 3}, fresh=True)
+...     st.put_unit("toy", "h1", '{"n":3}', 0, [{"value": 0.1}], seconds=0.5)
+...     st.units("toy", "h1")[('{"n":3}', 0)]
+[{'value': 0.1}]
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = ["STORE_NAME", "Store", "StoredUnit"]
+
+#: File name of the store inside an output directory.
+STORE_NAME = "lazylab.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS configs (
+    experiment  TEXT PRIMARY KEY,
+    config_hash TEXT NOT NULL,
+    config      TEXT NOT NULL,
+    created_at  TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS units (
+    experiment  TEXT    NOT NULL,
+    config_hash TEXT    NOT NULL,
+    unit_key    TEXT    NOT NULL,
+    seed_index  INTEGER NOT NULL,
+    rows        TEXT    NOT NULL,
+    seconds     REAL    NOT NULL,
+    finished_at TEXT    NOT NULL,
+    PRIMARY KEY (experiment, config_hash, unit_key, seed_index)
+);
+"""
+
+#: A stored unit's identity: (canonical unit key, seed index).
+StoredUnit = tuple[str, int]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class Store:
+    """Finished work units of every experiment run into one output directory.
+
+    Parameters
+    ----------
+    path
+        The SQLite file; its parent directory is created if needed.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: we open and commit transactions explicitly, one per unit.
+        self._con = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        self._con.execute("PRAGMA journal_mode=WAL")
+        self._con.execute("PRAGMA synchronous=NORMAL")
+        self._con.executescript(_SCHEMA)
+
+    @classmethod
+    def open_existing(cls, path: str | Path) -> Store:
+        """Open a store that must already exist (``FileNotFoundError`` otherwise)."""
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"no lazylab store at {path}")
+        return cls(path)
+
+    # ---- lifecycle ----------------------------------------------------------------------
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- configurations -----------------------------------------------------------------
+    def config_hash(self, experiment: str) -> str | None:
+        """Hash of the configuration whose units are stored for ``experiment`` (or None)."""
+        r = self._con.execute("SELECT config_hash FROM configs WHERE experiment = ?",
+                              (experiment,)).fetchone()
+        return None if r is None else str(r[0])
+
+    def config(self, experiment: str) -> dict[str, Any] | None:
+        """The stored configuration of ``experiment`` (or None)."""
+        r = self._con.execute("SELECT config FROM configs WHERE experiment = ?",
+                              (experiment,)).fetchone()
+        return None if r is None else json.loads(r[0])
+
+    def begin(self, experiment: str, config_hash: str, config: dict[str, Any], *,
+              fresh: bool) -> None:
+        """Declare the configuration about to be run.
+
+        ``fresh=True`` discards every stored unit of ``experiment`` (a new run); otherwise the
+        stored configuration must be absent or have the same hash (a resumed run).
+        """
+        with self._transaction():
+            old = self.config_hash(experiment)
+            if fresh:
+                self._con.execute("DELETE FROM units WHERE experiment = ?", (experiment,))
+            elif old is not None and old != config_hash:
+                raise ValueError(f"the store holds {experiment} units of another configuration")
+            self._con.execute(
+                "INSERT OR REPLACE INTO configs VALUES (?, ?, ?, ?)",
+                (experiment, config_hash, json.dumps(config, sort_keys=True), _now()))
+
+    # ---- units --------------------------------------------------------------------------
+    def put_unit(self, experiment: str, config_hash: str, unit_key: str, seed_index: int,
+                 rows: list[dict[str, Any]], *, seconds: float) -> None:
+        """Commit one finished unit (its own transaction; a re-run replaces it)."""
+        payload = json.dumps(rows)
+        with self._transaction():
+            self._con.execute(
+                "INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (experiment, config_hash, unit_key, int(seed_index), payload, float(seconds),
+                 _now()))
+
+    def done(self, experiment: str, config_hash: str) -> set[StoredUnit]:
+        """Identities of the stored units of one configuration."""
+        cur = self._con.execute(
+            "SELECT unit_key, seed_index FROM units WHERE experiment = ? AND config_hash = ?",
+            (experiment, config_hash))
+        return {(str(k), int(s)) for k, s in cur}
+
+    def units(self, experiment: str, config_hash: str) -> dict[StoredUnit, list[dict[str, Any]]]:
+        """Rows of every stored unit of one configuration."""
+        cur = self._con.execute(
+            "SELECT unit_key, seed_index, rows FROM units "
+            "WHERE experiment = ? AND config_hash = ?", (experiment, config_hash))
+        return {(str(k), int(s)): json.loads(r) for k, s, r in cur}
+
+    def seconds(self, experiment: str, config_hash: str) -> float:
+        """Total compute time of the stored units of one configuration."""
+        r = self._con.execute(
+            "SELECT COALESCE(SUM(seconds), 0) FROM units "
+            "WHERE experiment = ? AND config_hash = ?", (experiment, config_hash)).fetchone()
+        return float(r[0])
+
+    def delete_units(self, experiment: str, keys: set[StoredUnit] | None = None) -> int:
+        """Delete some (or all) stored units of ``experiment``; returns how many."""
+        with self._transaction():
+            if keys is None:
+                cur = self._con.execute("DELETE FROM units WHERE experiment = ?", (experiment,))
+                return cur.rowcount
+            n = 0
+            for k, s in keys:
+                cur = self._con.execute(
+                    "DELETE FROM units WHERE experiment = ? AND unit_key = ? AND seed_index = ?",
+                    (experiment, k, int(s)))
+                n += cur.rowcount
+            return n
+
+    def experiments(self) -> list[str]:
+        """Experiments with a stored configuration."""
+        cur = self._con.execute("SELECT experiment FROM configs ORDER BY experiment")
+        return [str(r[0]) for r in cur]
+
+    # ---- internals ----------------------------------------------------------------------
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._con)
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) on an autocommit connection."""
+
+    def __init__(self, con: sqlite3.Connection):
+        self._con = con
+
+    def __enter__(self) -> None:
+        self._con.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        self._con.execute("ROLLBACK" if exc_type is not None else "COMMIT")

@@ -1,0 +1,402 @@
+"""Gradient training of any torch model: full-batch GD, minibatch SGD, one-pass SGD, with
+momentum, weight decay, a learning-rate schedule, gradient noise and a regularizer.
+
+Update t (t = 0, ..., steps - 1), for each trained parameter theta with learning-rate scale s
+and weight decay wd (per parameter group), eta_t = lr * schedule(t) * s:
+
+    g_t = grad_theta [ loss(f(X_t), y_t) + R(model) ] + wd * theta_t + noise_std * xi_t
+    b_t = momentum * b_{t-1} + g_t                       (b_{-1} = 0; skipped if momentum = 0)
+    d_t = g_t + momentum * b_t  (nesterov)  or  b_t
+    theta_{t+1} = theta_t - eta_t * d_t
+
+which is torch.optim.SGD's convention (dampening 0). xi_t ~ N(0, I) entrywise, so the default
+``noise_mode="gradient"`` is Nichani et al. (2022) Eq. (21), W <- W - eta (grad L + Xi) with
+Xi_ij ~ N(0, sigma^2 / (md)), i.e. noise_std = sigma / sqrt(m d); ``noise_mode="langevin"``
+instead adds sqrt(2 eta_t) * noise_std * xi_t after the step (Langevin dynamics at temperature
+noise_std^2), the noisy GD used to escape saddles (Bai & Lee 2020, Sec. 3.6).
+
+Batches (X_t, y_t): the whole training set (``"gd"``); minibatches of a fixed set, reshuffled
+every epoch or drawn with replacement (``"sgd"``); fresh samples from ``sampler`` every step
+(``"one_pass"``, as Ghorbani et al. 2019 and Allen-Zhu & Li 2019's Algorithm 1).
+
+Example
+-------
+>>> import torch
+>>> g = torch.Generator().manual_seed(0)
+>>> X = torch.randn(64, 3, generator=g, dtype=torch.float64)
+>>> y = X @ torch.tensor([1.0, -1.0, 2.0], dtype=torch.float64)
+>>> model = torch.nn.Linear(3, 1, bias=False).double()
+>>> h = fit(model, data=(X, y.unsqueeze(1)), lr=0.1, steps=200, log_points=5)
+>>> h.steps[0], h.steps[-1], h.train_loss[-1] < 1e-12
+(0, 200, True)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from lazylab.train.history import History, TrainingDiverged, log_spaced_steps
+from lazylab.train.losses import LossFn, get_loss
+from lazylab.train.schedules import Schedule
+
+__all__ = ["fit", "steps_per_epoch"]
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+Sampler = Callable[[int, torch.Generator], Batch]
+ParamSpec = torch.Tensor | str | Mapping[str, Any]
+OPTIMIZERS = ("gd", "sgd", "one_pass")
+
+
+@dataclass
+class _Group:
+    params: list[torch.Tensor]
+    lr_scale: float
+    weight_decay: float
+
+
+def steps_per_epoch(n: int, batch_size: int) -> int:
+    """Updates in one epoch of minibatch SGD over n samples: ceil(n / batch_size)."""
+    return -(-int(n) // int(batch_size))
+
+
+def _nonneg(value: float, name: str, *, upper: float | None = None) -> float:
+    v = float(value)
+    if not (math.isfinite(v) and v >= 0 and (upper is None or v < upper)):
+        bound = f" and < {upper}" if upper is not None else ""
+        raise ValueError(f"{name} must be a finite number >= 0{bound}; got {value!r}")
+    return v
+
+
+def _resolve_tensor(model: nn.Module, item: torch.Tensor | str) -> torch.Tensor:
+    if isinstance(item, str):
+        try:
+            item = model.get_parameter(item)
+        except AttributeError as err:
+            raise ValueError(f"params: model has no parameter named {item!r}") from err
+    if not isinstance(item, torch.Tensor):
+        raise ValueError(f"params entries must be tensors, parameter names or dicts; got "
+                         f"{type(item).__name__}")
+    if not (item.is_leaf and item.requires_grad):
+        raise ValueError("params must be leaf tensors with requires_grad=True")
+    return item
+
+
+def _resolve_groups(model: nn.Module, params: Iterable[ParamSpec] | None,
+                    weight_decay: float) -> list[_Group]:
+    """Parameter groups: tensors or names share the defaults; dicts
+    {"params": [...], "lr_scale": s, "weight_decay": wd} form their own groups."""
+    if params is None:
+        ps = [p for p in model.parameters() if p.requires_grad]
+        if not ps:
+            raise ValueError("model has no parameter with requires_grad=True; pass params=")
+        return [_Group(ps, 1.0, weight_decay)]
+    default: list[torch.Tensor] = []
+    groups: list[_Group] = []
+    items = [params] if isinstance(params, torch.Tensor | str | Mapping) else list(params)
+    for item in items:
+        if isinstance(item, Mapping):
+            unknown = set(item) - {"params", "lr_scale", "weight_decay"}
+            if "params" not in item or unknown:
+                raise ValueError("a params group must be a dict with key 'params' and optional "
+                                 f"'lr_scale', 'weight_decay'; got keys {sorted(item)}")
+            sub = item["params"]
+            sub = [sub] if isinstance(sub, torch.Tensor | str) else list(sub)
+            groups.append(_Group([_resolve_tensor(model, s) for s in sub],
+                                 _nonneg(item.get("lr_scale", 1.0), "lr_scale"),
+                                 _nonneg(item.get("weight_decay", weight_decay),
+                                         "weight_decay")))
+        else:
+            default.append(_resolve_tensor(model, item))
+    if default:
+        groups.insert(0, _Group(default, 1.0, weight_decay))
+    seen: set[int] = set()
+    for grp in groups:
+        for p in grp.params:
+            if id(p) in seen:
+                raise ValueError("params lists a tensor twice")
+            seen.add(id(p))
+    if not seen:
+        raise ValueError("params is empty")
+    return groups
+
+
+def _check_data(data: Any) -> Batch:
+    if (not isinstance(data, tuple | list) or len(data) != 2
+            or not all(isinstance(t, torch.Tensor) for t in data)):
+        raise ValueError("data must be a pair (X, y) of tensors")
+    X, y = data
+    if X.shape[0] != y.shape[0] or X.shape[0] == 0:
+        raise ValueError(f"data: X and y must have the same, positive number of rows; got "
+                         f"{X.shape[0]} and {y.shape[0]}")
+    return X, y
+
+
+class _Batches:
+    """Batch t of each optimizer; every random draw comes from ``generator``."""
+
+    def __init__(self, optimizer: str, data: Batch | None, sampler: Sampler | None,
+                 batch_size: int | None, sampling: str, generator: torch.Generator | None):
+        self.optimizer, self.data, self.sampler = optimizer, data, sampler
+        self.b, self.sampling, self.gen = batch_size, sampling, generator
+        self._perm: torch.Tensor | None = None
+        if optimizer == "sgd":
+            assert data is not None and batch_size is not None
+            self.n = data[0].shape[0]
+            self.per_epoch = steps_per_epoch(self.n, batch_size)
+
+    def __call__(self, t: int) -> Batch:
+        if self.optimizer == "gd":
+            assert self.data is not None
+            return self.data
+        if self.optimizer == "one_pass":
+            assert self.sampler is not None and self.b is not None and self.gen is not None
+            return self.sampler(self.b, self.gen)
+        assert self.data is not None and self.b is not None and self.gen is not None
+        X, y = self.data
+        if self.sampling == "replacement":
+            idx = torch.randint(0, self.n, (self.b,), generator=self.gen, device=self.gen.device)
+        else:
+            j = t % self.per_epoch
+            if j == 0 or self._perm is None:
+                self._perm = torch.randperm(self.n, generator=self.gen,
+                                            device=self.gen.device).to(X.device)
+            idx = self._perm[j * self.b:(j + 1) * self.b]
+        idx = idx.to(X.device, non_blocking=True)
+        return X[idx], y[idx]
+
+
+def _default_forward(model: nn.Module, X: torch.Tensor) -> torch.Tensor:
+    return model(X)
+
+
+def fit(model: nn.Module, *, data: Batch | None = None, sampler: Sampler | None = None,
+        loss: str | LossFn = "mse", optimizer: Literal["gd", "sgd", "one_pass"] = "gd",
+        lr: float, steps: int, batch_size: int | None = None, momentum: float = 0.0,
+        weight_decay: float = 0.0, nesterov: bool = False, schedule: Schedule | None = None,
+        noise_std: float = 0.0, regularizer: Callable[[nn.Module], torch.Tensor] | None = None,
+        log_points: int = 30, log_steps: Iterable[int] | None = None,
+        eval_fn: Callable[[nn.Module], Mapping[str, float]] | None = None,
+        generator: torch.Generator | None = None, params: Iterable[ParamSpec] | None = None,
+        noise_mode: Literal["gradient", "langevin"] = "gradient",
+        sampling: Literal["epoch", "replacement"] = "epoch",
+        forward: Callable[[nn.Module, torch.Tensor], torch.Tensor] | None = None,
+        check_every: int = 50, raise_on_divergence: bool = True) -> History:
+    """Train ``model`` in place by (stochastic) gradient descent; see the module docstring for
+    the update rule.
+
+    Parameters
+    ----------
+    model : the module; its forward maps X to predictions shaped like y.
+    data : (X, y) training set, for "gd" (full batch) and "sgd".
+    sampler : callable (n, generator) -> (X, y) of n fresh samples, for "one_pass".
+    loss : "mse" (mean (y - f)^2), "half_mse", "half_sse" ((1/2) sum (y - f)^2), "logistic",
+        or a callable (pred, y) -> scalar. See :mod:`lazylab.train.losses`.
+    optimizer : "gd", "sgd" or "one_pass".
+    lr : base learning rate (> 0); update t uses lr * schedule(t).
+    steps : number of updates (>= 0).
+    batch_size : minibatch size, required by "sgd" and "one_pass", not allowed with "gd".
+    momentum, nesterov : heavy-ball momentum in [0, 1) and Nesterov's variant.
+    weight_decay : coupled L2 decay, added to the gradient as wd * theta.
+    schedule : callable step -> lr multiplier (:mod:`lazylab.train.schedules`).
+    noise_std : standard deviation of the Gaussian noise (see ``noise_mode``).
+    regularizer : callable model -> scalar added to the loss (R of the module docstring).
+    log_points : number of log-spaced steps between 1 and ``steps`` to log; 0 and ``steps``
+        are always logged.
+    log_steps : explicit steps in [0, steps] to log instead.
+    eval_fn : callable model -> {name: value}, called at every logged step.
+    generator : the torch.Generator of every random draw (minibatches, samples, noise); it
+        must live on the device of the parameters when noise_std > 0.
+    params : what to train: default every parameter with requires_grad; else a list of
+        tensors, parameter names (``"W"``) and groups {"params": [...], "lr_scale": s,
+        "weight_decay": wd} (e.g. Ghorbani et al.'s per-layer gradient rescaling).
+    noise_mode : "gradient" (noise added to the gradient) or "langevin" (sqrt(2 eta) noise
+        added to the parameters).
+    sampling : "epoch" (reshuffle every epoch; the last batch of an epoch may be smaller) or
+        "replacement", for "sgd".
+    forward : callable (model, X) -> predictions, replacing model(X) (e.g. a Taylor model).
+    check_every : besides logged steps, the loss is checked for finiteness every this many
+        steps (one device sync each); 0 checks only at logged steps.
+    raise_on_divergence : raise :class:`TrainingDiverged` (default) or return the history
+        with ``diverged=True``.
+
+    Returns
+    -------
+    History
+        ``train_loss`` is the full-data loss for "gd"/"sgd" and the fresh batch loss for
+        "one_pass" (one extra batch is drawn for the last logged step).
+
+    Raises
+    ------
+    TrainingDiverged
+        When a loss or the final parameters are not finite, e.g. "training diverged at step
+        120 with lr=0.5 (loss=inf); lower the learning rate".
+    """
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}; got {optimizer!r}")
+    lr = float(lr)
+    if not (math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a finite number > 0; got {lr!r}")
+    if isinstance(steps, bool) or int(steps) != steps or steps < 0:
+        raise ValueError(f"steps must be an integer >= 0; got {steps!r}")
+    steps = int(steps)
+    momentum = _nonneg(momentum, "momentum", upper=1.0)
+    weight_decay = _nonneg(weight_decay, "weight_decay")
+    noise_std = _nonneg(noise_std, "noise_std")
+    if nesterov and momentum == 0:
+        raise ValueError("nesterov=True needs momentum > 0")
+    if noise_mode not in ("gradient", "langevin"):
+        raise ValueError(f"noise_mode must be 'gradient' or 'langevin'; got {noise_mode!r}")
+    if sampling not in ("epoch", "replacement"):
+        raise ValueError(f"sampling must be 'epoch' or 'replacement'; got {sampling!r}")
+    if isinstance(check_every, bool) or int(check_every) != check_every or check_every < 0:
+        raise ValueError(f"check_every must be an integer >= 0; got {check_every!r}")
+    if schedule is not None and not callable(schedule):
+        raise ValueError("schedule must be a callable step -> lr multiplier")
+    if regularizer is not None and not callable(regularizer):
+        raise ValueError("regularizer must be a callable model -> scalar")
+    if eval_fn is not None and not callable(eval_fn):
+        raise ValueError("eval_fn must be a callable model -> dict[str, float]")
+
+    if optimizer == "gd":
+        if batch_size is not None:
+            raise ValueError("batch_size is not used by optimizer='gd' (full batch); use "
+                             "optimizer='sgd' for minibatches")
+    elif batch_size is None or isinstance(batch_size, bool) or int(batch_size) != batch_size \
+            or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer for optimizer={optimizer!r}; "
+                         f"got {batch_size!r}")
+    if optimizer == "one_pass":
+        if sampler is None or not callable(sampler):
+            raise ValueError("optimizer='one_pass' needs sampler=callable(n, generator) -> "
+                             "(X, y)")
+        if data is not None:
+            raise ValueError("data is not used by optimizer='one_pass' (it draws fresh samples "
+                             "from sampler); use optimizer='sgd' for a fixed training set")
+    else:
+        if data is None:
+            raise ValueError(f"optimizer={optimizer!r} needs data=(X, y)")
+        if sampler is not None:
+            raise ValueError(f"sampler is only used by optimizer='one_pass'; got "
+                             f"optimizer={optimizer!r}")
+        data = _check_data(data)
+    random_draws = optimizer != "gd" or noise_std > 0
+    if random_draws and not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator: optimizer={optimizer!r} with "
+                         f"noise_std={noise_std:g} draws random numbers")
+
+    groups = _resolve_groups(model, params, weight_decay)
+    flat = [p for grp in groups for p in grp.params]
+    if noise_std > 0:
+        assert generator is not None
+        for p in flat:
+            if p.device.type != generator.device.type:
+                raise ValueError(f"generator is on {generator.device} but a parameter is on "
+                                 f"{p.device}; noise is drawn on the parameters' device")
+
+    if log_steps is not None:
+        logs = sorted({int(s) for s in log_steps})
+        if any(s < 0 or s > steps for s in logs):
+            raise ValueError(f"log_steps must lie in [0, steps={steps}]; got {logs}")
+    else:
+        logs = log_spaced_steps(steps, log_points)
+    log_set = set(logs)
+
+    loss_fn = get_loss(loss)
+    fwd = forward if forward is not None else _default_forward
+    sched = schedule
+    batches = _Batches(optimizer, data, sampler, batch_size, sampling, generator)
+    bufs = [[torch.zeros_like(p) for p in grp.params] for grp in groups] if momentum else None
+    hist = History(steps=[], train_loss=[], evals=[], lr=lr)
+
+    def record(t: int, data_loss: torch.Tensor, reg: torch.Tensor | None) -> float:
+        value = float(data_loss)
+        hist.steps.append(t)
+        hist.train_loss.append(value)
+        if reg is not None:
+            hist.regularizer.append(float(reg))
+        if eval_fn is not None:
+            out = eval_fn(model)
+            if not isinstance(out, Mapping):
+                raise ValueError("eval_fn must return a dict[str, float]")
+            hist.evals.append({str(k): float(v) for k, v in out.items()})
+        else:
+            hist.evals.append({})
+        return value + (hist.regularizer[-1] if reg is not None else 0.0)
+
+    def diverge(t: int, value: float) -> History:
+        msg = (f"training diverged at step {t} with lr={lr:g} (loss={value:g}); lower the "
+               "learning rate")
+        hist.diverged, hist.message = True, msg
+        if raise_on_divergence:
+            raise TrainingDiverged(msg, step=t, lr=lr, loss=value, history=hist)
+        return hist
+
+    def full_loss() -> torch.Tensor:
+        assert data is not None
+        with torch.no_grad():
+            return loss_fn(fwd(model, data[0]), data[1])
+
+    for t in range(steps + 1):
+        logged = t in log_set
+        if t == steps:
+            if logged:
+                with torch.no_grad():
+                    if optimizer == "one_pass":
+                        Xb, yb = batches(t)
+                        final = loss_fn(fwd(model, Xb), yb)
+                    else:
+                        final = full_loss()
+                    reg_final = regularizer(model) if regularizer is not None else None
+                value = record(t, final, reg_final)
+                if not math.isfinite(value):
+                    return diverge(t, value)
+            else:
+                finite = torch.stack([torch.isfinite(p).all() for p in flat]).all()
+                if not bool(finite):
+                    return diverge(t, math.nan)
+            break
+
+        Xb, yb = batches(t)
+        data_loss = loss_fn(fwd(model, Xb), yb)
+        reg = regularizer(model) if regularizer is not None else None
+        total = data_loss + reg if reg is not None else data_loss
+        if logged:
+            shown = full_loss() if optimizer == "sgd" else data_loss.detach()
+            value = record(t, shown, None if reg is None else reg.detach())
+            if optimizer == "sgd" and math.isfinite(value):
+                value = float(total.detach())  # the minibatch objective that drives the update
+            if not math.isfinite(value):
+                return diverge(t, value)
+        elif check_every and t % check_every == 0 and not bool(torch.isfinite(total)):
+            return diverge(t, float(total.detach()))
+
+        grads = torch.autograd.grad(total, flat, allow_unused=True)
+        eta = lr * (sched(t) if sched is not None else 1.0)
+        with torch.no_grad():
+            k = 0
+            for gi, grp in enumerate(groups):
+                eta_g = eta * grp.lr_scale
+                for pi, p in enumerate(grp.params):
+                    g = grads[k]
+                    k += 1
+                    g = torch.zeros_like(p) if g is None else g
+                    if grp.weight_decay:
+                        g = g.add(p, alpha=grp.weight_decay)
+                    if noise_std and noise_mode == "gradient":
+                        g = g.add(torch.randn(p.shape, generator=generator, device=p.device,
+                                              dtype=p.dtype), alpha=noise_std)
+                    if bufs is not None:
+                        buf = bufs[gi][pi]
+                        buf.mul_(momentum).add_(g)
+                        g = g.add(buf, alpha=momentum) if nesterov else buf
+                    p.add_(g, alpha=-eta_g)
+                    if noise_std and noise_mode == "langevin":
+                        p.add_(torch.randn(p.shape, generator=generator, device=p.device,
+                                           dtype=p.dtype), alpha=math.sqrt(2 * eta_g) * noise_std)
+    return hist

@@ -1,0 +1,201 @@
+"""Solvers: ridge least squares, kernel ridge (direct and CG), chunked normal equations.
+
+Tolerances: float64 direct solves of well-conditioned random problems (cond(F) <~ 10) agree
+with numpy/LAPACK to ~cond^2 * eps ~ 1e-14; we assert 1e-10 relative. CG errors are bounded by
+||alpha_cg - alpha|| <= tol ||y|| / lambda_min(K + ridge I) (residual bound), asserted with the
+computed lambda_min.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lazylab.solve import NormalEquations, kernel_ridge, kernel_ridge_cg, lstsq
+
+D = torch.float64
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _rel(a: torch.Tensor | np.ndarray, b: torch.Tensor | np.ndarray) -> float:
+    a, b = np.asarray(a), np.asarray(b)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300))
+
+
+def _rank_deficient(n: int, p: int, r: int, g: torch.Generator) -> torch.Tensor:
+    return torch.randn(n, r, generator=g, dtype=D) @ torch.randn(r, p, generator=g, dtype=D)
+
+
+@pytest.mark.parametrize("n,p", [(200, 30), (30, 200), (64, 64)])
+@pytest.mark.parametrize("k", [None, 3])
+def test_lstsq_matches_numpy(n: int, p: int, k: int | None) -> None:
+    g = _gen(n * 1000 + p)
+    F = torch.randn(n, p, generator=g, dtype=D)
+    y = torch.randn(n, generator=g, dtype=D) if k is None else torch.randn(n, k, generator=g,
+                                                                           dtype=D)
+    c = lstsq(F, y)
+    assert c.shape == ((p,) if k is None else (p, k))
+    ref = np.linalg.lstsq(F.numpy(), y.numpy(), rcond=None)[0]
+    # The square case has cond(F) ~ 100 (smallest singular value of a square Gaussian matrix
+    # ~ 1/sqrt(n)), so 1e-10 still leaves a 1e4 margin on cond^2 * eps.
+    assert _rel(c, ref) < 1e-10
+
+
+@pytest.mark.parametrize("n,p", [(150, 40), (40, 150)])
+def test_ridge_solution_zeroes_the_gradient(n: int, p: int) -> None:
+    g = _gen(7 + n)
+    F = torch.randn(n, p, generator=g, dtype=D)
+    y = torch.randn(n, 2, generator=g, dtype=D)
+    ridge = 0.37
+    c = lstsq(F, y, ridge=ridge)
+    # d/dc [||Fc - y||^2 + ridge ||c||^2] / 2 = F^T (F c - y) + ridge c = 0
+    grad = F.T @ (F @ c - y) + ridge * c
+    assert float(grad.abs().max()) < 1e-10 * float((F.T @ y).abs().max())
+    ref = np.linalg.solve(F.numpy().T @ F.numpy() + ridge * np.eye(p), F.numpy().T @ y.numpy())
+    assert _rel(c, ref) < 1e-10
+
+
+@pytest.mark.parametrize("n,p", [(80, 30), (20, 60)])
+def test_lstsq_rank_deficient_gives_minimum_norm(n: int, p: int) -> None:
+    g = _gen(3 * n + p)
+    F = _rank_deficient(n, p, 6, g)
+    y = torch.randn(n, generator=g, dtype=D)
+    c = lstsq(F, y)
+    ref = np.linalg.lstsq(F.numpy(), y.numpy(), rcond=None)[0]
+    assert _rel(c, ref) < 1e-10
+    # Minimum norm <=> c is orthogonal to the null space of F (it lies in the row space).
+    _, s, Vh = np.linalg.svd(F.numpy())
+    null = Vh[6:]
+    assert np.linalg.norm(null @ c.numpy()) < 1e-10 * np.linalg.norm(c.numpy())
+    # Small ridge approaches the same point (ridge -> 0+ limit), error O(ridge / s_min^2).
+    c_r = lstsq(F, y, ridge=1e-8)
+    assert _rel(c_r, ref) < 1e-6
+
+
+def test_lstsq_keeps_dtype_and_validates() -> None:
+    g = _gen(0)
+    F = torch.randn(40, 5, generator=g)
+    assert lstsq(F, torch.randn(40, generator=g)).dtype == torch.float32
+    with pytest.raises(ValueError, match="ridge"):
+        lstsq(F, torch.zeros(40), ridge=-1.0)
+    with pytest.raises(ValueError, match="rows"):
+        lstsq(F, torch.zeros(39))
+    with pytest.raises(ValueError, match="F must be a 2-D"):
+        lstsq(torch.zeros(3), torch.zeros(3))
+
+
+@pytest.mark.parametrize("k", [None, 2])
+def test_normal_equations_chunked_equals_one_shot(k: int | None) -> None:
+    g = _gen(11)
+    n, p = 1000, 25
+    F = torch.randn(n, p, generator=g, dtype=D)
+    y = torch.randn(n, generator=g, dtype=D) if k is None else torch.randn(n, k, generator=g,
+                                                                           dtype=D)
+    ne = NormalEquations(p)
+    for lo, hi in [(0, 1), (1, 333), (333, 334), (334, 1000)]:  # uneven chunks
+        ne.add(F[lo:hi], y[lo:hi])
+    assert ne.n == n
+    for ridge in (0.0, 2.5):
+        assert _rel(ne.solve(ridge), lstsq(F, y, ridge=ridge)) < 1e-10
+    c = ne.solve()
+    mse = ((F @ c - y) ** 2).mean(0)
+    assert _rel(ne.residual(c), mse) < 1e-10
+    # Two accumulators merged == one accumulator over all rows.
+    a, b = NormalEquations(p), NormalEquations(p)
+    a.add(F[:400], y[:400])
+    b.add(F[400:], y[400:])
+    assert _rel(a.merge(b).solve(), c) < 1e-10
+
+
+def test_normal_equations_upcasts_and_handles_rank_deficiency() -> None:
+    g = _gen(5)
+    F = _rank_deficient(300, 20, 4, g)
+    y = torch.randn(300, generator=g, dtype=D)
+    ne = NormalEquations(20, dtype=D)
+    ne.add(F[:150], y[:150]).add(F[150:], y[150:])
+    ref = np.linalg.lstsq(F.numpy(), y.numpy(), rcond=None)[0]
+    # The eigen-fallback works on F^T F, whose null-space eigenvalues carry eps * ||F||^2
+    # noise: accuracy ~ sqrt(eps) relative in the worst case; observed ~1e-12.
+    assert _rel(ne.solve(), ref) < 1e-8
+    ne32 = NormalEquations(20)
+    ne32.add(F.float(), y.float())
+    assert ne32.FtF.dtype == D
+    with pytest.raises(ValueError, match="same shape"):
+        ne.add(F[:3], y[:3].unsqueeze(1))
+    with pytest.raises(ValueError, match="at least one add"):
+        NormalEquations(3).solve()
+
+
+def test_kernel_ridge_direct() -> None:
+    g = _gen(21)
+    X = torch.randn(120, 4, generator=g, dtype=D)
+    K = torch.exp(-torch.cdist(X, X) ** 2 / 4)
+    y = torch.randn(120, 3, generator=g, dtype=D)
+    for ridge in (1e-3, 1.0):
+        a = kernel_ridge(K, y, ridge=ridge)
+        ref = np.linalg.solve(K.numpy() + ridge * np.eye(120), y.numpy())
+        assert _rel(a, ref) < 1e-8  # cond(K + 1e-3 I) <= 1.2e5, so error <= 1e5 * eps * const
+    # Singular K (rank 5), ridge 0: minimum-norm solution K^+ y.
+    Z = _rank_deficient(40, 5, 5, g)
+    Ks = Z @ Z.T
+    ys = torch.randn(40, generator=g, dtype=D)
+    ref = np.linalg.lstsq(Ks.numpy(), ys.numpy(), rcond=None)[0]
+    assert _rel(kernel_ridge(Ks, ys), ref) < 1e-8
+    with pytest.raises(ValueError, match="square"):
+        kernel_ridge(torch.zeros(3, 4, dtype=D), torch.zeros(3, dtype=D))
+
+
+@pytest.mark.parametrize("pre", [None, "jacobi", "block", "matvec"])
+def test_kernel_ridge_cg_agrees_with_direct(pre: str | None) -> None:
+    g = _gen(31)
+    n = 300
+    X = torch.randn(n, 6, generator=g, dtype=D)
+    K = torch.exp(-torch.cdist(X, X) ** 2 / 12)
+    y = torch.randn(n, 2, generator=g, dtype=D)
+    ridge, tol = 0.05, 1e-9
+    direct = kernel_ridge(K, y, ridge=ridge)
+    if pre == "matvec":
+        alpha, info = kernel_ridge_cg(lambda v: K @ v, y, ridge=ridge, tol=tol,
+                                      diag=K.diagonal(), return_info=True)
+    else:
+        alpha, info = kernel_ridge_cg(K, y, ridge=ridge, tol=tol, preconditioner=pre,
+                                      block_size=64, return_info=True)
+    assert info.converged and info.iterations <= 10 * n
+    resid = torch.linalg.vector_norm(y - (K @ alpha + ridge * alpha), dim=0)
+    assert bool((resid <= tol * torch.linalg.vector_norm(y, dim=0) * (1 + 1e-6)).all())
+    lam_min = float(torch.linalg.eigvalsh(K)[0]) + ridge
+    bound = tol * torch.linalg.vector_norm(y, dim=0) / lam_min
+    err = torch.linalg.vector_norm(alpha - direct, dim=0)
+    # + 1e-9 relative slack for the rounding error of the direct solve itself.
+    assert bool((err <= bound + 1e-9 * torch.linalg.vector_norm(direct, dim=0)).all())
+
+
+def test_kernel_ridge_cg_block_preconditioner_exact_on_block_diagonal() -> None:
+    g = _gen(41)
+    blocks = []
+    for _ in range(4):
+        A = torch.randn(30, 30, generator=g, dtype=D)
+        blocks.append(A @ A.T + 0.5 * torch.eye(30, dtype=D))
+    K = torch.block_diag(*blocks)[:110, :110]  # last block truncated: the tail path
+    y = torch.randn(110, generator=g, dtype=D)
+    alpha, info = kernel_ridge_cg(K, y, tol=1e-10, preconditioner="block", block_size=30,
+                                  return_info=True)
+    # M = K exactly, so one PCG step solves the system.
+    assert info.iterations == 1
+    assert _rel(alpha, torch.linalg.solve(K, y)) < 1e-10
+
+
+def test_kernel_ridge_cg_warns_when_not_converged() -> None:
+    g = _gen(51)
+    A = torch.randn(50, 50, generator=g, dtype=D)
+    K = A @ A.T
+    with pytest.warns(RuntimeWarning, match="did not reach"):
+        _, info = kernel_ridge_cg(K, torch.randn(50, generator=g, dtype=D), tol=1e-12,
+                                  max_iter=3, preconditioner=None, return_info=True)
+    assert not info.converged
+    with pytest.raises(ValueError, match="diag"):
+        kernel_ridge_cg(lambda v: K @ v, torch.ones(50, dtype=D), preconditioner="jacobi")
