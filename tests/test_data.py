@@ -68,7 +68,7 @@ def assert_mean(samples: torch.Tensor, expected: float, k: float = 4.0) -> None:
 @pytest.mark.parametrize("radius", [1.0, math.sqrt(17.0), 3.5])
 def test_sphere_norms_exact_and_second_moment_isotropic(radius):
     d = 17
-    X = sphere(60_000, d, radius=radius, generator=gen(1), dtype=F64)
+    X = sphere(30_000, d, radius=radius, generator=gen(1), dtype=F64)
     assert torch.allclose(X.norm(dim=1), torch.full((len(X),), radius, dtype=F64), atol=1e-12)
     # E[x x^T] = radius^2/d I: check two diagonal and one off-diagonal entry.
     assert_mean(X[:, 0] ** 2, radius**2 / d)
@@ -113,7 +113,7 @@ def test_anisotropic_sphere():
 def test_projection_law_moments_match_beta_formula():
     # z = sqrt(d)(2B-1), B ~ Beta(a, a), a = (d-1)/2: E z^2 = 1 and E z^4 = 3d/(d+2).
     d = 7
-    z = projection_law(200_000, d, generator=gen(6), dtype=F64)
+    z = projection_law(100_000, d, generator=gen(6), dtype=F64)
     assert float(z.abs().max()) <= math.sqrt(d)
     assert_mean(z, 0.0)
     assert_mean(z**2, 1.0)
@@ -156,7 +156,7 @@ def test_hermite_matches_numpy_hermite_e():
 def test_hermite_orthogonality_monte_carlo():
     # E[He_j(z) He_k(z)] = k! delta_jk for z = beta.x ~ N(0, 1).
     d = 6
-    X = gaussian(300_000, d, generator=gen(9), dtype=F64)
+    X = gaussian(100_000, d, generator=gen(9), dtype=F64)
     beta = random_unit_vector(d, generator=gen(10))
     H = {k: Hermite(beta, k=k)(X) for k in range(5)}
     for j in range(5):
@@ -191,7 +191,7 @@ def test_num_harmonics_identities():
 
 @pytest.mark.parametrize("d,k", [(5, 3), (12, 2), (20, 4)])
 def test_gegenbauer_target_unit_norm_on_sphere(d, k):
-    X = sphere(200_000, d, radius=math.sqrt(d), generator=gen(11), dtype=F64)
+    X = sphere(60_000, d, radius=math.sqrt(d), generator=gen(11), dtype=F64)
     f = Gegenbauer(random_unit_vector(d, generator=gen(12)), k=k)
     y = f(X)
     assert_mean(y**2, 1.0)
@@ -201,7 +201,7 @@ def test_gegenbauer_target_unit_norm_on_sphere(d, k):
 def test_gegenbauer_cross_moments():
     # E[f_u f_v] = Q_k(d u.v) for equal degrees, 0 for different degrees.
     d = 8
-    X = sphere(200_000, d, radius=math.sqrt(d), generator=gen(13), dtype=F64)
+    X = sphere(60_000, d, radius=math.sqrt(d), generator=gen(13), dtype=F64)
     u = random_unit_vector(d, generator=gen(14))
     v = (u + 0.8 * random_unit_vector(d, generator=gen(15)))
     v = v / v.norm()
@@ -251,14 +251,14 @@ def test_dense_quadratic_is_centred_with_unit_variance(inputs):
     sampler = (lambda n: sphere(n, d, radius=3.0, generator=gen(18), dtype=F64)) \
         if inputs == "sphere" else (lambda n: gaussian(n, d, generator=gen(18), dtype=F64))
     f = dense_quadratic(d, generator=gen(19), inputs=inputs)
-    y = f(sampler(200_000))
+    y = f(sampler(100_000))
     assert_mean(y, 0.0)
     assert_mean(y**2, 1.0)
 
 
 def test_dense_harmonic_unit_norm_and_degree():
     d = 6
-    X = sphere(200_000, d, radius=math.sqrt(d), generator=gen(20), dtype=F64)
+    X = sphere(60_000, d, radius=math.sqrt(d), generator=gen(20), dtype=F64)
     h = DenseHarmonic.draw(d, 3, generator=gen(21))
     y = h(X)
     assert_mean(y**2, 1.0)
@@ -268,11 +268,11 @@ def test_dense_harmonic_unit_norm_and_degree():
 
 def test_nichani_targets():
     d = 20
-    Xg = gaussian(200_000, d, generator=gen(23), dtype=F64)
+    Xg = gaussian(60_000, d, generator=gen(23), dtype=F64)
     f1 = nichani_fig1_target(d, generator=gen(24))
     assert_mean(f1(Xg) ** 2, 1.0)  # (z + z^2 - 1)/sqrt(3) has unit variance for z ~ N(0,1)
     # On the sphere its degree-2 part (the NTK plateau) has squared norm 2(d-1)/(3(d+2)).
-    Xs = sphere(200_000, d, radius=math.sqrt(d), generator=gen(25), dtype=F64)
+    Xs = sphere(60_000, d, radius=math.sqrt(d), generator=gen(25), dtype=F64)
     beta = f1.target.terms[0].beta
     c = float((f1(Xs) * Gegenbauer(beta, k=2)(Xs)).mean())
     se = float((f1(Xs) * Gegenbauer(beta, k=2)(Xs)).std()) / math.sqrt(len(Xs))

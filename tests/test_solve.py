@@ -71,9 +71,9 @@ def test_lstsq_rank_deficient_gives_minimum_norm(n: int, p: int) -> None:
     _, s, Vh = np.linalg.svd(F.numpy())
     null = Vh[6:]
     assert np.linalg.norm(null @ c.numpy()) < 1e-10 * np.linalg.norm(c.numpy())
-    # Small ridge approaches the same point (ridge -> 0+ limit), error O(ridge / s_min^2).
-    c_r = lstsq(F, y, ridge=1e-8)
-    assert _rel(c_r, ref) < 1e-6
+    # A small ridge approaches it (ridge -> 0+ limit): error ~ ridge / s_min^2 ~ 1e-7 here.
+    c_r = lstsq(F, y, ridge=1e-4)
+    assert _rel(c_r, ref) < 1e-5
 
 
 def test_lstsq_keeps_dtype_and_validates() -> None:

@@ -27,20 +27,11 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from lazylab.data.harmonics import hermite_e
+
 Fn = Callable[[torch.Tensor], torch.Tensor]
 
 __all__ = ["Activation", "get_activation", "ACTIVATIONS", "hermite_e"]
-
-
-def hermite_e(k: int, u: np.ndarray | torch.Tensor):
-    """Probabilists' Hermite polynomial He_k(u) by the three-term recurrence
-    He_{k+1}(u) = u He_k(u) - k He_{k-1}(u)."""
-    h_prev, h = u * 0 + 1, u
-    if k == 0:
-        return h_prev
-    for j in range(1, k):
-        h_prev, h = h, u * h - j * h_prev
-    return h
 
 
 # Piecewise-smooth activations have at most a kink at 0, so a Gauss-Legendre rule on

@@ -13,26 +13,15 @@ import os
 import shlex
 import sqlite3
 import traceback
-import typing
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from types import UnionType
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
+from rich import progress as rp
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from lazylab.device import resolve_device
@@ -49,11 +38,12 @@ from lazylab.runner import (
     UnitFailed,
     WorkUnit,
     check_resume,
+    resolve_spec,
     run_experiment,
 )
 from lazylab.store import STORE_NAME, Store
 
-__all__ = ["app", "main", "parse_assignments", "resolve_spec", "select_experiments"]
+__all__ = ["app", "main", "parse_assignments", "select_experiments"]
 
 SCALES = ("quick", "paper")
 DEVICES = ("auto", "cpu", "cuda")
@@ -170,88 +160,6 @@ def _check_keys(exps: Sequence[Experiment], assignments: dict[str, str]) -> None
                              f"{hint}`lazylab show ID` lists the keys")
 
 
-def _coerce(ann: Any, raw: str) -> Any:
-    """A ``--set`` string shaped for pydantic: lists split on commas, Literal choices matched,
-    ``none`` for optional fields; pydantic then validates and converts the rest."""
-    origin = typing.get_origin(ann)
-    if origin is typing.Annotated:
-        return _coerce(typing.get_args(ann)[0], raw)
-    if origin in (typing.Union, UnionType):
-        args = typing.get_args(ann)
-        if type(None) in args and raw.lower() in ("none", "null"):
-            return None
-        rest = [a for a in args if a is not type(None)]
-        return _coerce(rest[0], raw) if len(rest) == 1 else raw
-    if origin in (list, tuple, set, frozenset):
-        if raw == "":
-            return []
-        item = (typing.get_args(ann) or (str,))[0]
-        return [_coerce(item, s.strip()) for s in raw.split(",")]
-    if origin is typing.Literal:
-        for choice in typing.get_args(ann):
-            if str(choice) == raw:
-                return choice
-    return raw
-
-
-_MESSAGES = {
-    "greater_than_equal": "must be >= {ge}", "greater_than": "must be > {gt}",
-    "less_than_equal": "must be <= {le}", "less_than": "must be < {lt}",
-    "literal_error": "must be {expected}", "int_parsing": "must be an integer",
-    "int_from_float": "must be an integer", "float_parsing": "must be a number",
-    "bool_parsing": "must be true or false", "too_short": "must have at least {min_length} "
-    "item(s)", "too_long": "must have at most {max_length} item(s)",
-    "string_type": "must be a string", "list_type": "must be a comma-separated list",
-}
-
-
-def describe_validation_error(exp: Experiment, err: ValidationError,
-                              assignments: dict[str, str], scale: str) -> str:
-    """One line naming each bad parameter, what is allowed, and where the value came from."""
-    allowed = {r["name"]: r["allowed"] for r in exp.param_table()}
-    parts = []
-    for e in err.errors():
-        loc = [str(x) for x in e["loc"]]
-        name = loc[0] if loc else ""
-        shown = name + "".join(f"[{x}]" for x in loc[1:])
-        tmpl = _MESSAGES.get(e["type"])
-        try:
-            what = tmpl.format(**e.get("ctx", {})) if tmpl else e["msg"]
-        except KeyError:
-            what = e["msg"]
-        if tmpl is None or e["type"].endswith("_parsing"):
-            if allowed.get(name, "any") != "any":
-                what += f" (allowed: {allowed[name]})"
-        if name in assignments:
-            parts.append(f"--set {name}={assignments[name]}: {shown} {what} ({exp.id})")
-        elif name:
-            parts.append(f"{exp.id}: parameter {shown} {what} (scale {scale})")
-        else:
-            parts.append(f"{exp.id}: invalid parameters: {e['msg']}")
-    return "; ".join(parts)
-
-
-def resolve_spec(exp: Experiment, scale: str, assignments: dict[str, str], seeds: int | None,
-                 device: Any) -> RunSpec:
-    """Validated parameters (scale, then the ``--set`` keys this experiment has)."""
-    fields = exp.Params.model_fields
-    overrides = {k: _coerce(fields[k].annotation, v) for k, v in assignments.items()
-                 if k in fields}
-    try:
-        p = exp.resolve(scale, overrides)
-    except ValidationError as e:
-        raise InputError(describe_validation_error(exp, e, assignments, scale)) from None
-    except ValueError as e:
-        raise InputError(f"{exp.id}: {e}") from None
-    try:
-        n = len(exp.units(p))
-    except ValueError as e:
-        raise InputError(f"{exp.id}: {e}") from None
-    if n == 0:
-        raise InputError(f"{exp.id}: these parameters give an empty grid of work units")
-    return RunSpec(exp, p, scale, seeds or exp.default_seeds.get(scale, 1), device)
-
-
 # ---- commands -------------------------------------------------------------------------------
 def _duration(sec: float | None) -> str:
     if sec is None:
@@ -341,7 +249,7 @@ def show(exp_id: Annotated[str, typer.Argument(metavar="ID", help="An experiment
 class _RichProgress:
     """A transient Rich progress bar on stderr, one task per experiment."""
 
-    def __init__(self, progress: Progress):
+    def __init__(self, progress: rp.Progress):
         self.progress = progress
         self.tasks: dict[str, Any] = {}
 
@@ -376,7 +284,7 @@ def _choice(option: str, value: str, allowed: Sequence[str]) -> None:
 @app.command()
 def reproduce(
     targets: Annotated[list[str], typer.Argument(
-        metavar="TARGET...", help="Experiment ids, paper keys (all of a paper's experiments) or "
+        metavar="TARGET", help="Experiment ids, paper keys (all of a paper's experiments) or "
                                   "'all'.", show_default=False)],
     scale: Annotated[str, typer.Option(help="quick (minutes on a CPU) or paper (the paper's "
                                             "sizes; meant for a GPU).")] = "quick",
@@ -396,7 +304,7 @@ def reproduce(
                                               "hold.")] = False,
     workers: Annotated[int, typer.Option(help="Local worker processes (local backend).")] = 1,
     backend: Annotated[str, typer.Option(help="local (this machine) or ray (a Ray cluster; "
-                                              "pip install 'lazylab[ray]').")] = "local",
+                                              "pip install 'lazylab\\[ray]').")] = "local",
 ) -> None:
     """Run experiments, store every finished unit, write results, figures, claims, report."""
     sets = list(set_ or [])
@@ -461,9 +369,9 @@ def _run_all(specs: Sequence[RunSpec], out: Path, *, resume: bool, strict: bool,
         if resume:
             for spec in specs:
                 check_resume(store, spec, out)
-        columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                   MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
-        with Progress(*columns, console=_err(), transient=True) as progress:
+        columns = (rp.SpinnerColumn(), rp.TextColumn("{task.description}"), rp.BarColumn(),
+                   rp.MofNCompleteColumn(), rp.TimeElapsedColumn(), rp.TimeRemainingColumn())
+        with rp.Progress(*columns, console=_err(), transient=True) as progress:
             sink = _RichProgress(progress)
             for spec in specs:
                 try:

@@ -22,8 +22,11 @@ import csv
 import html
 import json
 import math
+import platform
+import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +38,9 @@ from lazylab.store import STORE_NAME, Store
 __all__ = [
     "OUTPUT_FILES",
     "collect_rows",
+    "environment",
     "finish_experiment",
+    "git_revision",
     "format_value",
     "read_results",
     "rebuild",
@@ -222,6 +227,44 @@ def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None,
             rebuilt[exp_id] = finish_experiment(exp, p, rows, exp_dir)
     write_report(out_dir)
     return rebuilt
+
+
+def environment() -> dict[str, Any]:
+    """Package versions and the git revision of the lazylab source tree."""
+    versions = {"python": platform.python_version()}
+    for pkg in ("torch", "numpy", "scipy", "lazylab"):
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            versions[pkg] = "not installed"
+    return {"versions": versions, "git_revision": git_revision()}
+
+
+def git_revision() -> str:
+    """``git rev-parse HEAD`` of the repository holding lazylab's source, else "unknown".
+
+    The package directory must be tracked by that repository, so an installed copy that merely
+    sits inside some other repository (a virtualenv in a project) is not misattributed. A
+    ``+dirty`` suffix marks uncommitted changes to the package.
+    """
+    pkg = Path(__file__).resolve().parent
+
+    def git(*args: str) -> str | None:
+        try:
+            # --no-optional-locks: never take the index lock (read-only, safe beside other git).
+            r = subprocess.run(["git", "--no-optional-locks", "-C", str(pkg), *args],
+                               capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    if git("ls-files", "--error-unmatch", "__init__.py") is None:
+        return "unknown"
+    rev = git("rev-parse", "HEAD")
+    if not rev:
+        return "unknown"
+    dirty = git("status", "--porcelain", "--", ".")
+    return rev + ("+dirty" if dirty else "")
 
 
 # ---- report over a directory ----------------------------------------------------------------

@@ -24,23 +24,30 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
-import subprocess
 import time
 import traceback
+import typing
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
+from types import UnionType
 from typing import Any, Protocol
 
 import torch
+from pydantic import ValidationError
 
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams
-from lazylab.report import OUTPUT_FILES, collect_rows, finish_experiment, tidy_rows, write_json
+from lazylab.report import (
+    OUTPUT_FILES,
+    collect_rows,
+    environment,
+    finish_experiment,
+    tidy_rows,
+    write_json,
+)
 from lazylab.seeding import canonical_key, derive_seed
 from lazylab.store import Store
 
@@ -55,9 +62,10 @@ __all__ = [
     "UnitFailed",
     "WorkUnit",
     "check_resume",
-    "environment",
+    "describe_validation_error",
     "execute",
     "plan_units",
+    "resolve_spec",
     "run_experiment",
 ]
 
@@ -115,6 +123,89 @@ class RunSpec:
     def config_hash(self) -> str:
         text = json.dumps(self.identity, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _coerce(ann: Any, raw: str) -> Any:
+    """A ``--set`` string shaped for pydantic: lists split on commas, Literal choices matched,
+    ``none`` for optional fields; pydantic then validates and converts the rest."""
+    origin = typing.get_origin(ann)
+    if origin is typing.Annotated:
+        return _coerce(typing.get_args(ann)[0], raw)
+    if origin in (typing.Union, UnionType):
+        args = typing.get_args(ann)
+        if type(None) in args and raw.lower() in ("none", "null"):
+            return None
+        rest = [a for a in args if a is not type(None)]
+        return _coerce(rest[0], raw) if len(rest) == 1 else raw
+    if origin in (list, tuple, set, frozenset):
+        if raw == "":
+            return []
+        item = (typing.get_args(ann) or (str,))[0]
+        return [_coerce(item, s.strip()) for s in raw.split(",")]
+    if origin is typing.Literal:
+        for choice in typing.get_args(ann):
+            if str(choice) == raw:
+                return choice
+    return raw
+
+
+_MESSAGES = {
+    "greater_than_equal": "must be >= {ge}", "greater_than": "must be > {gt}",
+    "less_than_equal": "must be <= {le}", "less_than": "must be < {lt}",
+    "literal_error": "must be {expected}", "int_parsing": "must be an integer",
+    "int_from_float": "must be an integer", "float_parsing": "must be a number",
+    "bool_parsing": "must be true or false", "too_short": "must have at least {min_length} "
+    "item(s)", "too_long": "must have at most {max_length} item(s)",
+    "string_type": "must be a string", "list_type": "must be a comma-separated list",
+}
+
+
+def describe_validation_error(exp: Experiment, err: ValidationError,
+                              assignments: dict[str, str], scale: str) -> str:
+    """One line naming each bad parameter, what is allowed, and where the value came from."""
+    allowed = {r["name"]: r["allowed"] for r in exp.param_table()}
+    parts = []
+    for e in err.errors():
+        loc = [str(x) for x in e["loc"]]
+        name = loc[0] if loc else ""
+        shown = name + "".join(f"[{x}]" for x in loc[1:])
+        tmpl = _MESSAGES.get(e["type"])
+        try:
+            what = tmpl.format(**e.get("ctx", {})) if tmpl else e["msg"]
+        except KeyError:
+            what = e["msg"]
+        if tmpl is None or e["type"].endswith("_parsing"):
+            if allowed.get(name, "any") != "any":
+                what += f" (allowed: {allowed[name]})"
+        if name in assignments:
+            parts.append(f"--set {name}={assignments[name]}: {shown} {what} ({exp.id})")
+        elif name:
+            parts.append(f"{exp.id}: parameter {shown} {what} (scale {scale})")
+        else:
+            parts.append(f"{exp.id}: invalid parameters: {e['msg']}")
+    return "; ".join(parts)
+
+
+def resolve_spec(exp: Experiment, scale: str, assignments: dict[str, str], seeds: int | None,
+                 device: torch.device) -> RunSpec:
+    """A validated :class:`RunSpec`: the scale's values, then ``assignments`` (``--set``
+    strings) for the keys this experiment has; InputError naming the parameter otherwise."""
+    fields = exp.Params.model_fields
+    overrides = {k: _coerce(fields[k].annotation, v) for k, v in assignments.items()
+                 if k in fields}
+    try:
+        p = exp.resolve(scale, overrides)
+    except ValidationError as e:
+        raise InputError(describe_validation_error(exp, e, assignments, scale)) from None
+    except ValueError as e:
+        raise InputError(f"{exp.id}: {e}") from None
+    try:
+        n = len(exp.units(p))
+    except ValueError as e:
+        raise InputError(f"{exp.id}: {e}") from None
+    if n == 0:
+        raise InputError(f"{exp.id}: these parameters give an empty grid of work units")
+    return RunSpec(exp, p, scale, seeds or exp.default_seeds.get(scale, 1), device)
 
 
 @dataclass(frozen=True)
@@ -409,41 +500,3 @@ def _config(spec: RunSpec, command: str, workers: int, backend: str, n_units: in
         "command": command, "workers": workers, "backend": backend,
         "timing": {},
     }
-
-
-def environment() -> dict[str, Any]:
-    """Package versions and the git revision of the lazylab source tree."""
-    versions = {"python": platform.python_version()}
-    for pkg in ("torch", "numpy", "scipy", "lazylab"):
-        try:
-            versions[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            versions[pkg] = "not installed"
-    return {"versions": versions, "git_revision": git_revision()}
-
-
-def git_revision() -> str:
-    """``git rev-parse HEAD`` of the repository holding lazylab's source, else "unknown".
-
-    The package directory must be tracked by that repository, so an installed copy that merely
-    sits inside some other repository (a virtualenv in a project) is not misattributed. A
-    ``+dirty`` suffix marks uncommitted changes to the package.
-    """
-    pkg = Path(__file__).resolve().parent
-
-    def git(*args: str) -> str | None:
-        try:
-            # --no-optional-locks: never take the index lock (read-only, safe beside other git).
-            r = subprocess.run(["git", "--no-optional-locks", "-C", str(pkg), *args],
-                               capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return r.stdout.strip() if r.returncode == 0 else None
-
-    if git("ls-files", "--error-unmatch", "__init__.py") is None:
-        return "unknown"
-    rev = git("rev-parse", "HEAD")
-    if not rev:
-        return "unknown"
-    dirty = git("status", "--porcelain", "--", ".")
-    return rev + ("+dirty" if dirty else "")

@@ -184,8 +184,13 @@ class GaussianMixture:
         K = np.linalg.inv(Cp) - np.linalg.inv(Cm)
         K = 0.5 * (K + K.T)
         logdet = np.linalg.slogdet(Cp)[1] - np.linalg.slogdet(Cm)[1]
-        Kt = torch.as_tensor(K, dtype=X.dtype, device=X.device)
-        return -0.5 * ((X @ Kt) * X).sum(dim=1) - 0.5 * float(logdet)
+        if self._diagonal:
+            k = torch.as_tensor(np.diag(K).copy(), dtype=X.dtype, device=X.device)
+            q = (X * X) @ k
+        else:
+            Kt = torch.as_tensor(K, dtype=X.dtype, device=X.device)
+            q = ((X @ Kt) * X).sum(dim=1)
+        return -0.5 * q - 0.5 * float(logdet)
 
     def posterior_mean(self, X: torch.Tensor) -> torch.Tensor:
         """E[y | x] = tanh(LLR(x)/2), the Bayes-optimal predictor under square loss."""

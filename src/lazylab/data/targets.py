@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -148,33 +148,17 @@ class Scaled(Target):
 
 
 @dataclass(eq=False)
-class Ridge(Target):
-    """f(x) = alpha * g(beta . x) for any elementwise torch function g.
-
-    Covers Arora et al.'s examples (Sec. 6): g(z) = cos(z) - 1 (Ex. 6.3), g(z) = z arctan(z/2)
-    (Ex. 6.4), and the non-smooth control g = sign.
-    """
+class _Directional(Target):
+    """Base of targets that read x only through the projection beta . x."""
 
     beta: VectorLike
-    fn: Fn
-    label: str = "g"
-    alpha: float = 1.0
 
     def __post_init__(self) -> None:
         self.beta = as_vector(self.beta)
-        if not callable(self.fn):
-            raise ValueError("fn must be a callable elementwise function of a tensor")
-
-    @property
-    def name(self) -> str:
-        return _with_alpha(self.alpha, f"{self.label}(beta.x)")
 
     def _proj(self, X: torch.Tensor) -> torch.Tensor:
         _check_input(X, self.beta.numel())
         return X @ self.beta.to(device=X.device, dtype=X.dtype)
-
-    def __call__(self, X: torch.Tensor) -> torch.Tensor:
-        return self.alpha * self.fn(self._proj(X))
 
 
 def _with_alpha(alpha: float, body: str) -> str:
@@ -182,7 +166,32 @@ def _with_alpha(alpha: float, body: str) -> str:
 
 
 @dataclass(eq=False)
-class Polynomial(Ridge):
+class Ridge(_Directional):
+    """f(x) = alpha * g(beta . x) for any elementwise torch function g.
+
+    Covers Arora et al.'s examples (Sec. 6): g(z) = cos(z) - 1 (Ex. 6.3), g(z) = z arctan(z/2)
+    (Ex. 6.4), and the non-smooth control g = sign.
+    """
+
+    fn: Fn
+    label: str = "g"
+    alpha: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not callable(self.fn):
+            raise ValueError("fn must be a callable elementwise function of a tensor")
+
+    @property
+    def name(self) -> str:
+        return _with_alpha(self.alpha, f"{self.label}(beta.x)")
+
+    def __call__(self, X: torch.Tensor) -> torch.Tensor:
+        return self.alpha * self.fn(self._proj(X))
+
+
+@dataclass(eq=False)
+class Polynomial(_Directional):
     """f(x) = alpha (beta . x)^p (Arora et al. 2019, Thm 6.1; Bai & Lee 2020, Lemma 9).
 
     Arora et al. prove learnability by the NTK for p = 1 and even p with
@@ -191,8 +200,7 @@ class Polynomial(Ridge):
     """
 
     p: int = 1
-    fn: Fn = field(default=torch.square, repr=False)
-    label: str = "poly"
+    alpha: float = 1.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -207,7 +215,7 @@ class Polynomial(Ridge):
 
 
 @dataclass(eq=False)
-class Hermite(Ridge):
+class Hermite(_Directional):
     """f(x) = alpha He_k(beta . x), the probabilists' Hermite polynomial of degree k.
 
     For x ~ N(0, I_d) and ||beta|| = 1, E[He_j(beta.x) He_k(beta.x)] = k! delta_jk; with
@@ -216,9 +224,8 @@ class Hermite(Ridge):
     """
 
     k: int = 1
+    alpha: float = 1.0
     normalized: bool = False
-    fn: Fn = field(default=torch.square, repr=False)
-    label: str = "He"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -235,7 +242,7 @@ class Hermite(Ridge):
 
 
 @dataclass(eq=False)
-class Gegenbauer(Ridge):
+class Gegenbauer(_Directional):
     """Degree-k zonal spherical harmonic along beta, with unit second moment on S^{d-1}(sqrt d):
 
         f(x) = alpha * sqrt(B(d, k)) * Q_k(sqrt(d) * u . x),   u = beta / ||beta||,
@@ -249,8 +256,7 @@ class Gegenbauer(Ridge):
     """
 
     k: int = 1
-    fn: Fn = field(default=torch.square, repr=False)
-    label: str = "Q"
+    alpha: float = 1.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -258,6 +264,8 @@ class Gegenbauer(Ridge):
         d = self.beta.numel()
         if d < 2:
             raise ValueError(f"beta must have dimension d >= 2 for spherical harmonics; got {d}")
+        if float(self.beta.norm()) == 0.0:
+            raise ValueError("beta must be a non-zero vector (only its direction is used)")
         self.beta = self.beta / self.beta.norm()
 
     @property

@@ -1,0 +1,32 @@
+"""Kernels of two-layer networks: closed-form infinite-width NNGP/NTK and the empirical NTK.
+
+* :func:`ntk`, :func:`nngp`, :func:`derivative_kernel`: infinite-width kernels of
+  f(x) = m^-1/2 sum_r a_r sigma(w_r . x), w_r ~ N(0, I), for any activation and any norms.
+* :func:`empirical_ntk`: the finite-width tangent kernel of a :class:`TwoLayerNet` (a few
+  matrix products) or of any ``torch.nn.Module`` (torch.func Jacobians).
+* Building blocks: :func:`relu_power_nngp`, :func:`relu_power_ntk` (arc-cosine kernels),
+  :func:`poly_dual`, :func:`erf_dual`, :func:`sin_dual`, :func:`gaussian_moment` (exact
+  Gaussian expectations), :func:`gaussian_expectation` (2-D quadrature for any f, g).
+"""
+
+from lazylab.kernels.arccos import arccos_j, relu_power_nngp, relu_power_ntk
+from lazylab.kernels.closed_form import derivative_kernel, nngp, ntk
+from lazylab.kernels.dual import erf_dual, gaussian_moment, poly_dual, sin_dual
+from lazylab.kernels.empirical import empirical_ntk, trained_names
+from lazylab.kernels.quadrature import gaussian_expectation
+
+__all__ = [
+    "arccos_j",
+    "derivative_kernel",
+    "empirical_ntk",
+    "erf_dual",
+    "gaussian_expectation",
+    "gaussian_moment",
+    "nngp",
+    "ntk",
+    "poly_dual",
+    "relu_power_nngp",
+    "relu_power_ntk",
+    "sin_dual",
+    "trained_names",
+]

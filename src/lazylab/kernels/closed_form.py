@@ -36,7 +36,7 @@ import torch
 from lazylab.activations import Activation, get_activation
 from lazylab.kernels._inputs import check_choice, check_pair
 from lazylab.kernels.arccos import relu_power_nngp, relu_power_ntk
-from lazylab.kernels.dual import erf_dual, poly_dual, poly_derivative, sin_dual
+from lazylab.kernels.dual import erf_dual, poly_derivative, poly_dual, sin_dual
 from lazylab.kernels.quadrature import gaussian_expectation
 
 __all__ = ["ntk", "nngp", "derivative_kernel"]

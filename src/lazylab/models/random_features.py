@@ -64,7 +64,10 @@ def gaussian_weights(d: int, width: int, *, weight_std: float = 1.0,
     if float(evals.min()) < -1e-10 * max(float(evals.max()), 0.0):
         raise ValueError(f"covariance must be positive semi-definite; smallest eigenvalue "
                          f"{float(evals.min()):.3g}")
-    root = (evecs * evals.clamp(min=0).sqrt()) @ evecs.T
+    # Eigenvalues at rounding level (|lambda| <= d eps lambda_max) are exact zeros of a singular
+    # Gamma; their square roots (~1e-8) would leak weight into its null space.
+    tol = d * torch.finfo(torch.float64).eps * max(float(evals.max()), 0.0)
+    root = (evecs * torch.where(evals > tol, evals, 0.0).sqrt()) @ evecs.T
     return G @ root.to(dtype)
 
 

@@ -209,7 +209,8 @@ def fit(model: nn.Module, *, data: Batch | None = None, sampler: Sampler | None 
     log_points : number of log-spaced steps between 1 and ``steps`` to log; 0 and ``steps``
         are always logged.
     log_steps : explicit steps in [0, steps] to log instead.
-    eval_fn : callable model -> {name: value}, called at every logged step.
+    eval_fn : callable model -> {name: value}, called at every logged step under
+        torch.no_grad() (wrap in torch.enable_grad() inside if it needs gradients).
     generator : the torch.Generator of every random draw (minibatches, samples, noise); it
         must live on the device of the parameters when noise_std > 0.
     params : what to train: default every parameter with requires_grad; else a list of
@@ -321,7 +322,8 @@ def fit(model: nn.Module, *, data: Batch | None = None, sampler: Sampler | None 
         if reg is not None:
             hist.regularizer.append(float(reg))
         if eval_fn is not None:
-            out = eval_fn(model)
+            with torch.no_grad():
+                out = eval_fn(model)
             if not isinstance(out, Mapping):
                 raise ValueError("eval_fn must return a dict[str, float]")
             hist.evals.append({str(k): float(v) for k, v in out.items()})
@@ -333,6 +335,13 @@ def fit(model: nn.Module, *, data: Batch | None = None, sampler: Sampler | None 
         msg = (f"training diverged at step {t} with lr={lr:g} (loss={value:g}); lower the "
                "learning rate")
         hist.diverged, hist.message = True, msg
+        if not hist.steps or hist.steps[-1] != t:
+            # Detected by a periodic check: log the non-finite value without calling eval_fn.
+            hist.steps.append(t)
+            hist.train_loss.append(value)
+            hist.evals.append({})
+            if regularizer is not None:
+                hist.regularizer.append(math.nan)
         if raise_on_divergence:
             raise TrainingDiverged(msg, step=t, lr=lr, loss=value, history=hist)
         return hist

@@ -1,0 +1,221 @@
+"""Empirical (finite-width) neural tangent kernel K(x, z) = <grad_theta f(x), grad_theta f(z)>.
+
+For the two-layer net f(x) = s sum_r a_r sigma(w_r . x) (+ c) (:class:`TwoLayerNet`) the
+gradients are explicit, df/dw_r = s a_r sigma'(w_r.x) x, df/da_r = s sigma(w_r.x), df/dc = 1,
+so with S_X = sigma(X W^T), S'_X = sigma'(X W^T) (n, m) the kernel is a few matrix products
+(Arora et al. 2019, Eq. (2)-(3); Jacot et al. 2018):
+
+    W trained:  s^2 (S'_X diag(a^2) S'_Z^T) * (X Z^T)     (* elementwise)
+    a trained:  s^2 S_X S_Z^T
+    c trained:  1
+
+costing O(n n' m + (n + n') m d) instead of the O(n n' m d) of contracting Jacobians; the
+hidden units are processed in chunks so memory stays O((n + n') chunk).
+
+Any other ``torch.nn.Module`` (or a TwoLayerNet with ``method="autodiff"``) goes through
+per-example Jacobians from ``torch.func`` (``vmap(jacrev(functional_call))``), chunked over
+examples, contracted as J_X J_Z^T.
+
+Example
+-------
+>>> import torch
+>>> from lazylab.models import TwoLayerNet
+>>> net = TwoLayerNet(3, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+>>> X = torch.randn(5, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+>>> K = empirical_ntk(net, X)
+>>> bool(torch.allclose(K, empirical_ntk(net, X, method="autodiff"), atol=1e-12))
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+from torch.func import functional_call, jacrev, vmap
+
+from lazylab.kernels._inputs import check_choice
+from lazylab.models.two_layer import TwoLayerNet
+
+__all__ = ["empirical_ntk", "trained_names"]
+
+_METHODS = ("auto", "structured", "autodiff")
+_STRUCTURED = frozenset({"W", "a", "c"})
+# Default bound on the elements of the largest intermediate (Jacobian chunk or activation
+# block): 2^25 float64 values = 256 MiB.
+CHUNK_ELEMS = 1 << 25
+
+
+def trained_names(net: nn.Module, trained: str | Sequence[str]) -> list[str]:
+    """The parameter (or buffer) names a ``trained`` spec selects.
+
+    ``"first"``: ["W"]; ``"both"``: ["W", "a"] plus "c" when the net has a bias (TwoLayerNet
+    only); ``"all"``: every parameter with ``requires_grad``; a list: those names, each a
+    parameter or buffer of ``net``.
+    """
+    tensors = dict(net.named_parameters()) | dict(net.named_buffers())
+    if isinstance(trained, str):
+        if trained in ("first", "both"):
+            if not isinstance(net, TwoLayerNet):
+                raise ValueError(f"trained={trained!r} needs a TwoLayerNet; for "
+                                 f"{type(net).__name__} use 'all' or a list of parameter names")
+            if trained == "first":
+                return ["W"]
+            return ["W", "a"] + (["c"] if net.c is not None else [])
+        if trained == "all":
+            names = [k for k, p in net.named_parameters() if p.requires_grad]
+            if not names:
+                raise ValueError("trained='all' selects nothing: net has no trainable parameter")
+            return names
+        raise ValueError(f"trained must be one of first, both, all, or a list of parameter "
+                         f"names; got {trained!r}")
+    names = list(trained)
+    unknown = [k for k in names if k not in tensors]
+    if not names or unknown:
+        raise ValueError(f"trained must name parameters or buffers of the net "
+                         f"({', '.join(tensors)}); got {names!r}")
+    return names
+
+
+def _check_inputs(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None
+                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    ref = next(iter(net.parameters()), None)
+    if ref is None:
+        raise ValueError("net must have at least one parameter")
+    for name, T in (("X", X), ("Z", Z)):
+        if T is None:
+            continue
+        if not isinstance(T, torch.Tensor) or T.ndim < 1 or not T.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point torch tensor with examples "
+                             f"along dim 0; got {getattr(T, 'shape', type(T).__name__)}")
+        if isinstance(net, TwoLayerNet) and (T.ndim != 2 or T.shape[1] != net.d):
+            raise ValueError(f"{name} must have shape (n, {net.d}) for this net (d = "
+                             f"{net.d}); got {tuple(T.shape)}")
+    if Z is not None and Z.shape[1:] != X.shape[1:]:
+        raise ValueError(f"Z must have the per-example shape of X {tuple(X.shape[1:])}; "
+                         f"got {tuple(Z.shape[1:])}")
+    X = X.to(device=ref.device, dtype=ref.dtype)
+    Z = None if Z is None else Z.to(device=ref.device, dtype=ref.dtype)
+    return X, Z
+
+
+def _two_layer_ntk(net: TwoLayerNet, X: torch.Tensor, Z: torch.Tensor | None,
+                   names: set[str], chunk_elems: int) -> torch.Tensor:
+    """Structured empirical NTK of a TwoLayerNet, chunked over hidden units."""
+    W, a = net.W.detach(), net.a.detach()
+    Zm = X if Z is None else Z
+    n, n2, m = X.shape[0], Zm.shape[0], W.shape[0]
+    out = X.new_zeros(n, n2)
+    first, second = "W" in names, "a" in names
+    if first or second:
+        a2 = a * a
+        weighted = first and not bool(torch.all(a2 == 1))  # a = +-1 needs no weights
+        K1 = X.new_zeros(n, n2) if first else None
+        chunk = max(1, chunk_elems // (n + n2))
+        for r0 in range(0, m, chunk):
+            Wc = W[r0:r0 + chunk]
+            UX = X @ Wc.T
+            UZ = UX if Z is None else Zm @ Wc.T
+            if first:
+                DX = net.act.deriv(UX, 1)
+                DZ = DX if Z is None else net.act.deriv(UZ, 1)
+                K1.addmm_(DX * a2[r0:r0 + chunk] if weighted else DX, DZ.T)
+                del DX, DZ
+            if second:
+                SX = net.act(UX)
+                SZ = SX if Z is None else net.act(UZ)
+                out.addmm_(SX, SZ.T)
+        if first:
+            out.add_(K1.mul_(X @ Zm.T))
+        out.mul_(net.scale**2)
+    if "c" in names:
+        out.add_(1.0)
+    return out
+
+
+def _jacobian_fn(net: nn.Module, names: list[str], x0: torch.Tensor):
+    """(per-example flattened Jacobian function, number of parameters P, outputs k)."""
+    tensors = {k: v.detach() for k, v in
+               (dict(net.named_parameters()) | dict(net.named_buffers())).items()}
+    primals = {k: tensors[k] for k in names}
+    rest = {k: v for k, v in tensors.items() if k not in primals}
+
+    def f_single(p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        return functional_call(net, {**rest, **p}, (x.unsqueeze(0),)).reshape(-1)
+
+    with torch.no_grad():
+        k_out = f_single(primals, x0).numel()
+    jac = vmap(jacrev(f_single), in_dims=(None, 0))
+
+    def jac_flat(Xc: torch.Tensor) -> torch.Tensor:
+        J = jac(primals, Xc)  # name -> (b, k, *shape)
+        return torch.cat([J[k].reshape(Xc.shape[0], k_out, -1) for k in names], dim=2)
+
+    n_params = sum(primals[k].numel() for k in names)
+    return jac_flat, n_params, k_out
+
+
+def _autodiff_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None,
+                  names: list[str], chunk_elems: int) -> torch.Tensor:
+    """J_X J_Z^T from per-example Jacobians, chunked over examples."""
+    jac_flat, n_params, k = _jacobian_fn(net, names, X[0])
+    Zm = X if Z is None else Z
+    n, n2 = X.shape[0], Zm.shape[0]
+    chunk = max(1, chunk_elems // (n_params * k))
+    out = X.new_empty(n, n2, k, k)
+    z_cache = [jac_flat(Zm[j:j + chunk]) for j in range(0, n2, chunk)] if (
+        Z is not None and n2 * n_params * k <= chunk_elems) else None
+    for i0 in range(0, n, chunk):
+        JX = jac_flat(X[i0:i0 + chunk])
+        for jc, j0 in enumerate(range(0, n2, chunk)):
+            if Z is None and j0 < i0:
+                continue  # filled from the transpose below
+            if Z is None and j0 == i0:
+                JZ = JX
+            elif z_cache is not None:
+                JZ = z_cache[jc]
+            else:
+                JZ = jac_flat(Zm[j0:j0 + chunk])
+            block = torch.einsum("iaf,jbf->ijab", JX, JZ)
+            out[i0:i0 + chunk, j0:j0 + chunk] = block
+            if Z is None and j0 > i0:
+                out[j0:j0 + chunk, i0:i0 + chunk] = block.transpose(0, 1).transpose(2, 3)
+    return out[:, :, 0, 0].contiguous() if k == 1 else out
+
+
+def empirical_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None = None, *,
+                  trained: str | Sequence[str] = "first", method: str = "auto",
+                  chunk_elems: int = CHUNK_ELEMS) -> torch.Tensor:
+    """Empirical NTK sum_p df(x)/dtheta_p df(z)/dtheta_p over the trained parameters.
+
+    Parameters
+    ----------
+    net : a :class:`TwoLayerNet` (structured path) or any ``torch.nn.Module`` mapping a batch
+        (examples along dim 0) to outputs (n,) or (n, k).
+    X : (n, ...) inputs; Z : (n', ...) inputs or None (then Z = X). Cast to the net's dtype
+        and device.
+    trained : ``"first"`` (W) or ``"both"`` (W, a, and the bias c if any) for a TwoLayerNet;
+        ``"all"`` (every parameter with requires_grad); or a list of parameter/buffer names.
+    method : ``"auto"`` (structured for a TwoLayerNet, else autodiff), ``"structured"`` or
+        ``"autodiff"`` (torch.func Jacobians, for any module).
+    chunk_elems : bound on the elements of the largest intermediate array.
+
+    Returns
+    -------
+    (n, n') tensor on the net's device and dtype; (n, n', k, k) for k > 1 outputs (autodiff).
+    For trained="first" and a_r = +-1 at width m -> infinity (NTK scaling) this tends to
+    :func:`lazylab.kernels.ntk` with trained="first" (and "both" to trained="both").
+    """
+    check_choice("method", method, _METHODS)
+    if int(chunk_elems) != chunk_elems or chunk_elems < 1:
+        raise ValueError(f"chunk_elems must be a positive integer; got {chunk_elems!r}")
+    names = trained_names(net, trained)
+    X, Z = _check_inputs(net, X, Z)
+    structured_ok = type(net) is TwoLayerNet and set(names) <= _STRUCTURED
+    if method == "structured" and not structured_ok:
+        raise ValueError("method='structured' needs a TwoLayerNet and trained parameters "
+                         f"among W, a, c; got {type(net).__name__} with {names}")
+    if method != "autodiff" and structured_ok:
+        return _two_layer_ntk(net, X, Z, set(names), int(chunk_elems))
+    return _autodiff_ntk(net, X, Z, names, int(chunk_elems))

@@ -1,0 +1,169 @@
+"""The command line on the toy experiment: list, show, reproduce, report, and bad input."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from lazylab.cli import app
+from lazylab.store import STORE_NAME, Store
+from toy_experiment import ToyMean, registered
+
+ENV = {"COLUMNS": "200", "LAZYLAB_DEBUG": ""}
+FILES = ("results.csv", "claims.json", "config.json", "toy-mean.png", "toy-mean.svg")
+
+
+@pytest.fixture(scope="module")
+def toy():
+    with registered() as exp:
+        yield exp
+
+
+@pytest.fixture(autouse=True)
+def fresh_hooks():
+    ToyMean.calls, ToyMean.fail_on_call = 0, None
+
+
+def cli(*args: str):
+    return CliRunner().invoke(app, list(args), env=ENV)
+
+
+@pytest.fixture(scope="module")
+def reference(toy, tmp_path_factory):
+    """``lazylab reproduce toy`` (the paper key) uninterrupted, default quick scale (2 seeds)."""
+    out = tmp_path_factory.mktemp("ref")
+    res = cli("reproduce", "toy", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    return out, res
+
+
+def test_list_and_show(toy):
+    res = cli("list")
+    assert res.exit_code == 0 and "toy-mean" in res.stdout and "Monte Carlo" in res.stdout
+    res = cli("show", "toy-mean")
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    for text in ("sigma", "> 0", "one of plain, centered", "[1000, 10000, 100000]",
+                 "second-moment", "within 4 standard errors", "work units"):
+        assert text in out, text
+
+
+def test_reproduce_writes_every_output(reference):
+    out, res = reference
+    for name in FILES:
+        assert (out / "toy-mean" / name).is_file(), name
+    header = (out / "toy-mean" / "results.csv").read_text().splitlines()[0]
+    assert header == "method,kind,x_name,x,seed,metric,value"
+    claims = json.loads((out / "toy-mean" / "claims.json").read_text())
+    assert [set(c) for c in claims] == [
+        {"id", "statement", "held", "measured", "expected", "tolerance"}]
+    assert "✓" in res.stdout and "second-moment" in res.stdout  # the verdict table
+    md = (out / "report.md").read_text()
+    assert "toy-mean/toy-mean.png" in md and "second-moment" in md
+    assert "toy-mean/toy-mean.svg" in (out / "report.html").read_text()
+    cfg = json.loads((out / "toy-mean" / "config.json").read_text())
+    assert cfg["seeds"] == 2 and cfg["scale"] == "quick" and cfg["device"] == "cpu"
+    assert cfg["command"].startswith("lazylab reproduce toy --scale quick")
+    assert "Traceback" not in res.output
+
+
+def test_failed_unit_then_resume_matches_uninterrupted(toy, reference, tmp_path):
+    ToyMean.fail_on_call = 4
+    res = cli("reproduce", "toy-mean", "--out", str(tmp_path))
+    assert res.exit_code == 1
+    assert "training diverged" in res.stderr and "Traceback" not in res.output
+    with Store(tmp_path / STORE_NAME) as st:
+        assert len(st.done("toy-mean", st.config_hash("toy-mean"))) == 3
+    ToyMean.calls, ToyMean.fail_on_call = 0, None
+    res = cli("reproduce", "toy-mean", "--out", str(tmp_path), "--resume")
+    assert res.exit_code == 0, res.output
+    assert ToyMean.calls == 3  # only the 3 missing units of 6
+    ref = (reference[0] / "toy-mean" / "results.csv").read_bytes()
+    assert (tmp_path / "toy-mean" / "results.csv").read_bytes() == ref
+
+    # Without --resume the stored units are discarded and everything is recomputed.
+    ToyMean.calls = 0
+    assert cli("reproduce", "toy-mean", "--out", str(tmp_path)).exit_code == 0
+    assert ToyMean.calls == 6
+    # Resuming with another configuration is refused before anything runs.
+    ToyMean.calls = 0
+    res = cli("reproduce", "toy-mean", "--out", str(tmp_path), "--resume", "--set", "sigma=2")
+    assert res.exit_code == 2 and ToyMean.calls == 0
+    assert "use a new --out DIR or drop --resume" in res.stderr
+
+
+def test_strict_exits_1_when_a_claim_fails(toy, tmp_path):
+    res = cli("reproduce", "toy-mean", "--out", str(tmp_path), "--set", "shift=1")
+    assert res.exit_code == 0 and "✗" in res.stdout
+    res = cli("reproduce", "toy-mean", "--out", str(tmp_path), "--set", "shift=1", "--resume",
+              "--strict")
+    assert res.exit_code == 1 and "did not hold" in res.stderr
+    assert ToyMean.calls == 6  # the --strict rerun reused every unit
+
+
+def test_report_rebuilds_without_recomputing(reference):
+    out, _ = reference
+    d = out / "toy-mean"
+    before = (d / "results.csv").read_bytes()
+    claims = (d / "claims.json").read_bytes()
+    for name in ("results.csv", "claims.json", "toy-mean.png", "toy-mean.svg"):
+        (d / name).unlink()
+    (out / "report.md").unlink()
+    res = cli("report", str(out))
+    assert res.exit_code == 0, res.output
+    assert ToyMean.calls == 0
+    assert (d / "results.csv").read_bytes() == before
+    assert (d / "claims.json").read_bytes() == claims
+    assert (d / "toy-mean.png").is_file() and (out / "report.md").is_file()
+
+
+BAD = [
+    (("reproduce", "nope"), "unknown experiment or paper 'nope'"),
+    (("reproduce", "toy-mea"), "did you mean toy-mean"),
+    (("reproduce", "toy", "--set", "foo=1"), "unknown --set key 'foo'"),
+    (("reproduce", "toy", "--set", "d"), "expected KEY=VALUE"),
+    (("reproduce", "toy", "--set", "d=1"), "--set d=1: d must be >= 2 (toy-mean)"),
+    (("reproduce", "toy", "--set", "estimator=fancy"), "estimator must be 'plain' or 'centered'"),
+    (("reproduce", "toy", "--seeds", "0"), "--seeds must be >= 1"),
+    (("reproduce", "toy", "--scale", "huge"), "--scale must be one of quick, paper"),
+    (("reproduce", "toy", "--device", "tpu"), "--device must be one of auto, cpu, cuda"),
+    (("reproduce", "toy", "--workers", "0"), "--workers must be >= 1"),
+    (("reproduce", "toy", "--set", "data_path=/no/such/file"), "toy data set not found"),
+    (("show", "nope"), "unknown experiment id 'nope'"),
+    (("report", "/no/such/dir"), "does not exist"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_input_exits_2_with_one_line(toy, tmp_path, args, message):
+    extra = ("--out", str(tmp_path)) if args[0] == "reproduce" else ()
+    res = cli(*args, *extra)
+    assert res.exit_code == 2, res.output
+    assert message in res.stderr
+    assert "Traceback" not in res.output
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_environment_dependent_errors(toy, tmp_path):
+    if not torch.cuda.is_available():
+        res = cli("reproduce", "toy", "--device", "cuda", "--out", str(tmp_path))
+        assert res.exit_code == 2 and "no CUDA GPU" in res.stderr
+    if importlib.util.find_spec("ray") is None:
+        res = cli("reproduce", "toy", "--backend", "ray", "--out", str(tmp_path))
+        assert res.exit_code == 2 and "pip install 'lazylab[ray]'" in res.stderr
+    res = cli("report", str(tmp_path))  # exists, but holds no results
+    assert res.exit_code == 2 and "holds no lazylab results" in res.stderr
+
+
+def test_python_dash_m_help():
+    r = subprocess.run([sys.executable, "-m", "lazylab", "--help"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0
+    for cmd in ("list", "show", "reproduce", "report"):
+        assert cmd in r.stdout

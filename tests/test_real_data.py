@@ -1,0 +1,220 @@
+"""Offline real data sets: digits, Fashion-MNIST, IDX and CIFAR readers, missing-data errors."""
+
+from __future__ import annotations
+
+import gzip
+import pickle
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from lazylab.data import real
+from lazylab.data.cifar import read_cifar_batch
+from lazylab.data.idx import read_idx, write_idx
+from lazylab.data.real import DatasetNotFound, find_dataset, load_dataset, load_raw
+
+FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
+IDX_STEMS = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+             "t10k-labels-idx1-ubyte")
+
+
+@pytest.fixture(autouse=True)
+def _no_env_data(monkeypatch):
+    monkeypatch.delenv("LAZYLAB_DATA", raising=False)
+
+
+def _unit_norms(X: torch.Tensor) -> bool:
+    return bool(torch.allclose(X.double().norm(dim=1), torch.ones(len(X), dtype=torch.float64),
+                               atol=1e-6))
+
+
+# ----------------------------------------------------------------------------- digits
+
+def test_digits_shapes_labels_norms():
+    Xtr, ytr, Xte, yte = load_dataset("digits", n_train=200, n_test=60, seed=3)
+    assert Xtr.shape == (200, 64) and Xte.shape == (60, 64)
+    assert set(ytr.tolist()) == {-1.0, 1.0} and set(yte.tolist()) <= {-1.0, 1.0}
+    assert _unit_norms(Xtr) and _unit_norms(Xte)
+    assert Xtr.dtype == torch.float32
+
+
+def test_digits_subsampling_deterministic_nested_and_label_map():
+    a = load_dataset("digits", n_train=100, n_test=50, seed=1, dtype=torch.float64)
+    b = load_dataset("digits", n_train=100, n_test=50, seed=1, dtype=torch.float64)
+    for s, t in zip(a, b, strict=True):
+        assert torch.equal(s, t)
+    c = load_dataset("digits", n_train=100, n_test=50, seed=2, dtype=torch.float64)
+    assert not torch.equal(a[0], c[0])
+    big = load_dataset("digits", n_train=200, n_test=50, seed=1, dtype=torch.float64)
+    assert torch.equal(big[0][:100], a[0])  # a smaller n is a prefix of a larger one
+    swapped = load_dataset("digits", classes=(1, 0), n_train=100, n_test=50, seed=1,
+                           dtype=torch.float64)
+    assert torch.equal(swapped[0], a[0]) and torch.equal(swapped[1], -a[1])
+    # 360 images of digits 0/1 in the bundled set: train and test are disjoint parts of them.
+    all_pool = load_dataset("digits", seed=1)
+    assert len(all_pool[0]) + len(all_pool[2]) == 360
+
+
+def test_digits_labels_match_raw_images():
+    X, y, _, _, scale = load_raw("digits")
+    Xtr, ytr, _, _ = load_dataset("digits", classes=(3, 8), n_train=30, n_test=10,
+                                  normalize="none", dtype=torch.float64)
+    raw = {tuple(row): lab for row, lab in zip(X / scale, y, strict=True)}
+    for row, lab in zip(Xtr.numpy(), ytr.tolist(), strict=True):
+        assert raw[tuple(row)] == (3 if lab == 1.0 else 8)
+
+
+def test_digits_centering_and_validation():
+    Xtr, *_ = load_dataset("digits", n_train=150, n_test=40, center=True, normalize="none",
+                           dtype=torch.float64)
+    assert torch.allclose(Xtr.mean(0), torch.zeros(64, dtype=torch.float64), atol=1e-12)
+    with pytest.raises(ValueError, match="n_train"):
+        load_dataset("digits", n_train=10_000, n_test=10)
+    with pytest.raises(ValueError, match="classes"):
+        load_dataset("digits", classes=(2, 2))
+    with pytest.raises(ValueError, match="name must be one of"):
+        load_dataset("svhn")
+    with pytest.raises(ValueError, match="normalize"):
+        load_dataset("digits", normalize="l1")
+
+
+# ----------------------------------------------------------------------------- Fashion-MNIST
+
+@pytest.mark.skipif(not FASHION_DIR.is_dir(), reason="dataset-fashion-mnist is not installed")
+def test_fashion_mnist_from_debian_package():
+    assert find_dataset("fashion-mnist") == FASHION_DIR
+    Xtr_raw, ytr_raw, Xte_raw, yte_raw, _ = load_raw("fashion-mnist")
+    assert Xtr_raw.shape == (60_000, 784) and Xte_raw.shape == (10_000, 784)
+    # Fashion-MNIST is balanced: 6000 train and 1000 test images per class.
+    assert np.bincount(ytr_raw).tolist() == [6000] * 10
+    assert np.bincount(yte_raw).tolist() == [1000] * 10
+    Xtr, ytr, Xte, yte = load_dataset("fashion-mnist", classes=("Trouser", "Bag"),
+                                      n_train=500, n_test=100, root=FASHION_DIR)
+    assert Xtr.shape == (500, 784) and Xte.shape == (100, 784)
+    assert set(ytr.tolist()) == {-1.0, 1.0}
+    assert _unit_norms(Xtr) and _unit_norms(Xte)
+
+
+# ----------------------------------------------------------------------------- IDX reader
+
+def _idx_bytes(code: int, shape: tuple[int, ...], payload: bytes) -> bytes:
+    return bytes([0, 0, code, len(shape)]) + struct.pack(">" + "I" * len(shape), *shape) + payload
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_idx_reader_hand_written_files(tmp_path, compressed):
+    data = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
+    body = _idx_bytes(0x08, (2, 3, 4), data.tobytes())
+    vals = [-2, 300, 7]  # int16 checks the big-endian byte order
+    body16 = _idx_bytes(0x0B, (3,), struct.pack(">hhh", *vals))
+    name = "a-idx3-ubyte" + (".gz" if compressed else "")
+    (tmp_path / name).write_bytes(gzip.compress(body) if compressed else body)
+    (tmp_path / "b").write_bytes(gzip.compress(body16) if compressed else body16)
+    np.testing.assert_array_equal(read_idx(tmp_path / name), data)
+    assert read_idx(tmp_path / "b").tolist() == vals
+
+
+def test_idx_reader_rejects_bad_files(tmp_path):
+    (tmp_path / "magic").write_bytes(b"\x01\x00\x08\x01" + struct.pack(">I", 1) + b"\x00")
+    with pytest.raises(ValueError, match="magic"):
+        read_idx(tmp_path / "magic")
+    (tmp_path / "short").write_bytes(_idx_bytes(0x08, (5,), b"\x00\x01"))
+    with pytest.raises(ValueError, match="implies"):
+        read_idx(tmp_path / "short")
+    (tmp_path / "code").write_bytes(_idx_bytes(0x07, (1,), b"\x00"))
+    with pytest.raises(ValueError, match="type code"):
+        read_idx(tmp_path / "code")
+    x = np.linspace(-1, 1, 6).reshape(2, 3)
+    write_idx(tmp_path / "f.gz", x)
+    np.testing.assert_array_equal(read_idx(tmp_path / "f.gz"), x)
+
+
+def _write_fake_mnist(folder: Path, n_train: int = 40, n_test: int = 20, *, dotted: bool = False
+                      ) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(0)
+    arrays = (rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
+              np.arange(n_train, dtype=np.uint8) % 10,
+              rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
+              np.arange(n_test, dtype=np.uint8) % 10)
+    folder.mkdir(parents=True, exist_ok=True)
+    for stem, arr in zip(IDX_STEMS, arrays, strict=True):
+        name = stem.replace("-idx", ".idx") if dotted else stem
+        (folder / name).write_bytes(_idx_bytes(0x08, arr.shape, arr.tobytes()))
+    return arrays
+
+
+def test_mnist_from_user_folder_raw_idx(tmp_path):
+    Xtr_raw, ytr_raw, _, _ = _write_fake_mnist(tmp_path / "mnist", dotted=True)
+    Xtr, ytr, Xte, yte = load_dataset("mnist", root=tmp_path, n_train=6, n_test=3,
+                                      dtype=torch.float64)
+    assert Xtr.shape == (6, 784) and Xte.shape == (3, 784)
+    assert _unit_norms(Xtr)
+    # Each returned row is a raw image of class 0 (+1) or 1 (-1) scaled to unit norm.
+    flat = Xtr_raw.reshape(len(Xtr_raw), -1).astype(np.float64)
+    unit = flat / np.linalg.norm(flat, axis=1, keepdims=True)
+    for row, lab in zip(Xtr.numpy(), ytr.tolist(), strict=True):
+        i = int(np.argmin(np.abs(unit - row).sum(1)))
+        assert np.abs(unit[i] - row).max() < 1e-12
+        assert ytr_raw[i] == (0 if lab == 1.0 else 1)
+
+
+# ----------------------------------------------------------------------------- CIFAR reader
+
+def _write_fake_cifar(folder: Path, per_batch: int = 6) -> None:
+    rng = np.random.default_rng(1)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {b"data": rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
+                 b"labels": [int(v) for v in np.arange(per_batch) % 3],
+                 b"batch_label": name.encode()}
+        (folder / name).write_bytes(pickle.dumps(batch, protocol=2))
+
+
+def test_cifar_reader_and_loader(tmp_path):
+    _write_fake_cifar(tmp_path / "cifar-10-batches-py")
+    X, y = read_cifar_batch(tmp_path / "cifar-10-batches-py" / "data_batch_2")
+    assert X.shape == (6, 3072) and X.dtype == np.uint8 and y.tolist() == [0, 1, 2, 0, 1, 2]
+    Xtr, ytr, Xte, yte = load_dataset("cifar10", classes=("airplane", "automobile"),
+                                      root=tmp_path, seed=0)
+    # 5 batches x 6 images, two thirds in classes 0/1; test batch: 4 of 6.
+    assert Xtr.shape == (20, 3072) and Xte.shape == (4, 3072)
+    assert ytr.sum().item() == 0  # 10 airplanes (+1) and 10 automobiles (-1)
+    assert _unit_norms(Xtr)
+
+
+def test_cifar_reader_refuses_code_in_pickles(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    (tmp_path / "data_batch_1").write_bytes(pickle.dumps({b"data": Evil(), b"labels": []}))
+    with pytest.raises(ValueError, match="not allowed"):
+        read_cifar_batch(tmp_path / "data_batch_1")
+
+
+# ----------------------------------------------------------------------------- missing data
+
+def test_dataset_not_found_message_lists_paths_and_remedy(tmp_path, monkeypatch):
+    env = tmp_path / "envdata"
+    monkeypatch.setenv("LAZYLAB_DATA", str(env))
+    root = tmp_path / "mine"
+    with pytest.raises(DatasetNotFound) as info:
+        load_dataset("mnist", root=root)
+    msg = str(info.value)
+    assert isinstance(info.value, FileNotFoundError)
+    for expected in ("'mnist'", str(root), str(root / "mnist"), str(env),
+                     "/usr/share/datasets/mnist", "data_root", "LAZYLAB_DATA",
+                     "train-images-idx3-ubyte.gz"):
+        assert expected in msg, expected
+    # Fashion-MNIST's message names the Debian package (hide the system copy to trigger it).
+    monkeypatch.setitem(real._SYSTEM, "fashion-mnist", (str(tmp_path / "none"),))
+    with pytest.raises(DatasetNotFound, match="apt-get install dataset-fashion-mnist"):
+        find_dataset("fashion-mnist", root=root)
+    # A folder with only some of the files does not count as the data set.
+    _write_fake_mnist(env / "mnist")
+    (env / "mnist" / "t10k-labels-idx1-ubyte").unlink()
+    with pytest.raises(DatasetNotFound):
+        find_dataset("mnist")

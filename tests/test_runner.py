@@ -1,0 +1,194 @@
+"""The runner on the toy experiment: grid order, seeds, outputs, interruption and resumption,
+worker pools, parameter resolution."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import math
+
+import pytest
+import torch
+
+from lazylab.experiments.base import COLUMNS
+from lazylab.report import read_results
+from lazylab.runner import (
+    InputError,
+    RunSpec,
+    UnitFailed,
+    WorkUnit,
+    check_resume,
+    execute,
+    plan_units,
+    resolve_spec,
+    run_experiment,
+)
+from lazylab.seeding import canonical_key, derive_seed
+from lazylab.store import STORE_NAME, Store
+from toy_experiment import ToyMean, registered
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def toy():
+    with registered() as exp:
+        yield exp
+
+
+@pytest.fixture(autouse=True)
+def fresh_hooks():
+    ToyMean.calls, ToyMean.fail_on_call = 0, None
+
+
+@pytest.fixture(scope="module")
+def reference(toy, tmp_path_factory):
+    """An uninterrupted in-process run with 2 seeds: (results.csv bytes, outcome)."""
+    out_dir = tmp_path_factory.mktemp("ref")
+    out = run(spec_of(toy, seeds=2), out_dir)
+    return (out_dir / "toy-mean" / "results.csv").read_bytes(), out
+
+
+def spec_of(exp, seeds: int = 2, **sets: str) -> RunSpec:
+    return resolve_spec(exp, "quick", dict(sets), seeds, CPU)
+
+
+def run(spec: RunSpec, out, **kw):
+    with Store(out / STORE_NAME) as store:
+        return run_experiment(spec, out, store, **kw)
+
+
+class StopAfter:
+    """A progress sink that interrupts the run (like Ctrl-C) after k stored units."""
+
+    def __init__(self, k: int):
+        self.k, self.seen = k, 0
+
+    def started(self, spec, pending, total):
+        pass
+
+    def unit_done(self, spec, unit: WorkUnit):
+        self.seen += 1
+        if self.seen == self.k:
+            raise KeyboardInterrupt
+
+
+def test_plan_is_grid_order_then_seed_index(toy):
+    spec = spec_of(toy, seeds=3)
+    plan = plan_units(spec)
+    assert [(u.key["n"], u.seed_index) for u in plan] == [
+        (n, s) for n in (200, 800, 3200) for s in range(3)]
+    assert all(u.seed == derive_seed("toy-mean", u.key, u.seed_index) for u in plan)
+    assert len({u.seed for u in plan}) == len(plan)
+    assert all(u.key_json == canonical_key(u.key) for u in plan)
+
+
+def test_outputs_and_claims_are_computed_from_results(toy, reference, tmp_path_factory):
+    out = reference[1]
+    base = out.exp_dir.parent
+    d = out.exp_dir
+    for name in ("results.csv", "claims.json", "config.json", "toy-mean.png", "toy-mean.svg"):
+        assert (d / name).is_file(), name
+    with open(d / "results.csv") as fh:
+        table = list(csv.reader(fh))
+    assert tuple(table[0]) == COLUMNS
+    body = [dict(zip(COLUMNS, r, strict=True)) for r in table[1:]]
+    sim = [r for r in body if r["kind"] == "simulation"]
+    assert [(r["x"], r["seed"]) for r in sim][::2] == [
+        (repr(float(n)), str(s)) for n in (200, 800, 3200) for s in range(2)]
+    assert all(r["seed"] == "" for r in body if r["kind"] == "theory")
+    assert len(body) - len(sim) == 6
+
+    # The stored numbers come back from the CSV bit for bit.
+    with Store(base / STORE_NAME) as st:
+        stored = st.units("toy-mean", out.spec.config_hash)
+    res = read_results(d / "results.csv")
+    for (kj, s), rows in stored.items():
+        n = json.loads(kj)["n"]
+        for r in rows:
+            assert res.value("mc", r["metric"], n, seed=s) == r["value"]
+
+    # The verdict recomputed independently from the CSV: pooled estimate at the largest n.
+    vals = [float(r["value"]) for r in sim
+            if r["metric"] == "second_moment" and float(r["x"]) == 3200]
+    measured = sum(vals) / 2
+    tol = 4 * math.sqrt(2) / math.sqrt(3200 * 2)
+    (claim,) = json.loads((d / "claims.json").read_text())
+    assert claim["measured"] == measured and claim["tolerance"] == tol
+    assert claim["held"] == (abs(measured - 1.0) <= tol) == out.claims[0].held
+    cfg = json.loads((d / "config.json").read_text())
+    assert cfg["status"] == "complete" and cfg["params"]["ns"] == [200, 800, 3200]
+    assert set(cfg["versions"]) == {"python", "torch", "numpy", "scipy", "lazylab"}
+
+    shifted = run(spec_of(toy, seeds=2, shift="1.0"), tmp_path_factory.mktemp("shifted"))
+    assert not shifted.claims[0].held  # 1 is ~ 70 standard errors away from the estimate
+
+
+def test_interrupted_then_resumed_is_bitwise_identical(toy, reference, tmp_path):
+    ref, ref_out = reference
+    assert ref_out.computed == 6
+    spec = spec_of(toy, seeds=2)
+    with pytest.raises(KeyboardInterrupt):
+        run(spec, tmp_path / "cut", progress=StopAfter(4))
+    with Store(tmp_path / "cut" / STORE_NAME) as st:
+        assert len(st.done("toy-mean", spec.config_hash)) == 4
+    cfg = json.loads((tmp_path / "cut" / "toy-mean" / "config.json").read_text())
+    assert cfg["status"] == "interrupted"
+    ToyMean.calls = 0
+    out = run(spec, tmp_path / "cut", resume=True)
+    assert (ToyMean.calls, out.computed, out.reused) == (2, 2, 4)
+    assert (tmp_path / "cut" / "toy-mean" / "results.csv").read_bytes() == ref
+
+    # More seeds on resume: only the new seed index is computed.
+    ToyMean.calls = 0
+    more = run(spec_of(toy, seeds=3), tmp_path / "cut", resume=True)
+    assert (ToyMean.calls, more.reused) == (3, 6)
+
+
+def test_unit_failure_keeps_finished_units(toy, tmp_path):
+    spec = spec_of(toy, seeds=2)
+    ToyMean.fail_on_call = 3
+    with pytest.raises(UnitFailed, match="training diverged") as info:
+        run(spec, tmp_path)
+    assert '{"n":800}' in str(info.value) and "seed index 0" in str(info.value)
+    with Store(tmp_path / STORE_NAME) as st:
+        assert st.done("toy-mean", spec.config_hash) == {('{"n":200}', 0), ('{"n":200}', 1)}
+
+
+def test_resume_with_another_configuration_is_refused(toy, tmp_path):
+    run(spec_of(toy, seeds=1), tmp_path)
+    other = spec_of(toy, seeds=1, sigma="2")
+    with Store(tmp_path / STORE_NAME) as st, pytest.raises(InputError, match="changed: sigma"):
+        check_resume(st, other, tmp_path)
+
+
+def test_two_workers_match_one(toy, reference, tmp_path):
+    out = run(spec_of(toy, seeds=2), tmp_path, workers=2)
+    assert out.computed == 6 and ToyMean.calls == 0  # all computed in the worker processes
+    assert (tmp_path / "toy-mean" / "results.csv").read_bytes() == reference[0]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="ray is installed")
+def test_ray_backend_without_ray_says_how_to_install(toy):
+    spec = spec_of(toy, seeds=1)
+    with pytest.raises(InputError, match=r"pip install 'lazylab\[ray\]'"):
+        list(execute(spec, plan_units(spec), backend="ray"))
+
+
+def test_set_values_are_coerced_and_validated(toy):
+    p = spec_of(toy, ns="10, 20,30", estimator="centered", data_path="none", sigma="0.5").params
+    assert p.ns == [10, 20, 30] and p.estimator == "centered" and p.data_path is None
+    assert p.sigma == 0.5
+    cases = {
+        ("d", "1"): "--set d=1: d must be >= 2 (toy-mean)",
+        ("sigma", "-1"): "--set sigma=-1: sigma must be > 0",
+        ("estimator", "fancy"): "estimator must be 'plain' or 'centered'",
+        ("ns", "10,x"): "ns[1] must be an integer",
+        ("ns", ""): "ns must have at least 1 item",
+        ("d", "two"): "d must be an integer (allowed: >= 2)",
+    }
+    for (k, v), msg in cases.items():
+        with pytest.raises(InputError) as info:
+            spec_of(toy, **{k: v})
+        assert msg in str(info.value), (k, v, str(info.value))
