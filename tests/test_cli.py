@@ -80,6 +80,10 @@ def test_failed_unit_then_resume_matches_uninterrupted(toy, reference, tmp_path)
     assert "training diverged" in res.stderr and "Traceback" not in res.output
     with Store(tmp_path / STORE_NAME) as st:
         assert len(st.done("toy-mean", st.config_hash("toy-mean"))) == 3
+    # The report of the unfinished run says what is missing and how to finish it.
+    res = cli("report", str(tmp_path))
+    assert res.exit_code == 0 and "3 work unit(s) not stored" in res.stderr
+    assert "Not assembled (run status: failed)" in (tmp_path / "report.md").read_text()
     ToyMean.calls, ToyMean.fail_on_call = 0, None
     res = cli("reproduce", "toy-mean", "--out", str(tmp_path), "--resume")
     assert res.exit_code == 0, res.output
@@ -157,6 +161,7 @@ def test_environment_dependent_errors(toy, tmp_path):
     if importlib.util.find_spec("ray") is None:
         res = cli("reproduce", "toy", "--backend", "ray", "--out", str(tmp_path))
         assert res.exit_code == 2 and "pip install 'lazylab[ray]'" in res.stderr
+    assert not (tmp_path / "toy-mean").exists()  # refused before anything was started
     res = cli("report", str(tmp_path))  # exists, but holds no results
     assert res.exit_code == 2 and "holds no lazylab results" in res.stderr
 

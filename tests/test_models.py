@@ -9,7 +9,8 @@ import pytest
 import torch
 from sklearn.base import clone
 
-from lazylab.models import RandomFeatures, RandomFeaturesRegressor, TwoLayerNet, gaussian_weights
+from lazylab.estimators import RandomFeaturesRegressor
+from lazylab.models import RandomFeatures, TwoLayerNet, gaussian_weights
 
 F64 = torch.float64
 
@@ -212,7 +213,14 @@ def test_regressor_numpy_io_seeds_and_errors():
     np.testing.assert_array_equal(same.coef_, est.coef_)
     other = RandomFeaturesRegressor(10, activation="relu", ridge=1e-3, seed=5).fit(X, y)
     assert not np.allclose(other.coef_, est.coef_)
-    assert est.score(X, y) > 0.0  # sklearn R^2 of a fitted least-squares model on its data
+    # For least squares with an intercept (ridge 0, n > m) the training R^2 equals the squared
+    # correlation between y and the fitted values.
+    ols = RandomFeaturesRegressor(10, activation="relu", fit_intercept=True).fit(X, y)
+    r = np.corrcoef(y, ols.predict(X))[0, 1]
+    assert ols.score(X, y) == pytest.approx(r**2, rel=1e-10)
+    assert "width=10" in repr(clone(ols).set_params(seed=9))
+    with pytest.raises(ValueError, match="unknown parameter"):
+        est.set_params(depth=3)
     with pytest.raises(ValueError, match="y must have shape"):
         est.fit(X, y[:5])
     with pytest.raises(ValueError, match="ridge"):

@@ -156,11 +156,12 @@ def test_unit_failure_keeps_finished_units(toy, tmp_path):
         assert st.done("toy-mean", spec.config_hash) == {('{"n":200}', 0), ('{"n":200}', 1)}
 
 
-def test_resume_with_another_configuration_is_refused(toy, tmp_path):
-    run(spec_of(toy, seeds=1), tmp_path)
-    other = spec_of(toy, seeds=1, sigma="2")
-    with Store(tmp_path / STORE_NAME) as st, pytest.raises(InputError, match="changed: sigma"):
-        check_resume(st, other, tmp_path)
+def test_resume_with_another_configuration_is_refused(toy, reference):
+    base = reference[1].exp_dir.parent
+    with Store(base / STORE_NAME) as st:
+        check_resume(st, spec_of(toy, seeds=5), base)  # more seeds: same configuration
+        with pytest.raises(InputError, match="changed: d, sigma"):
+            check_resume(st, spec_of(toy, sigma="2", d="4"), base)
 
 
 def test_two_workers_match_one(toy, reference, tmp_path):

@@ -13,7 +13,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from scipy.optimize import minimize_scalar
 
 from lazylab.activations import Activation
 from lazylab.data.mixture import GaussianMixture, diag_delta
@@ -41,10 +40,16 @@ def _W(d: int, N: int, seed: int, gamma_diag: np.ndarray | None = None) -> np.nd
     return np.sqrt(g)[:, None] * Z
 
 
-def _rf_tol(rho: float, d: int) -> float:
+def _rf_tol(rho: float, d: int, fluct: float = 0.01) -> float:
     # Spec C1: the N random rank-one directions also capture ~2N/d^2 of the part of B orthogonal
-    # to Gamma, a finite-d bias of order 2 rho/d; plus 0.01 for W-to-W fluctuation.
-    return 0.01 + 2 * rho / d
+    # to Gamma, a finite-d bias of order 2 rho/d; plus ``fluct`` for W-to-W fluctuation.
+    return fluct + 2 * rho / d
+
+
+# W-to-W fluctuation of the RF risk with Gamma* = B/Tr B: d*Gamma* has a spread (Exp(1))
+# spectrum, which makes it larger than for Gamma = I/d (std ~0.007 vs ~0.003 at d = 300 over
+# 8 draws of W); 0.02 is the spec's suggested RF tolerance at d ~ 200-300.
+FLUCT_OPT = 0.02
 
 
 # ----------------------------------------------------------------------------- closed forms
@@ -162,13 +167,13 @@ def test_C1_C2_rf_exact_population_vs_eq12():
         iso = pop.rf_qf_population(_W(d, N, 10 + i), B)
         opt = pop.rf_qf_population(_W(d, N, 20 + i, gamma_opt), B)
         assert abs(iso - th.rf_qf_iso(rho, tau_b)) < _rf_tol(rho, d)
-        assert abs(opt - th.rf_qf_opt(rho, tau_b)) < _rf_tol(rho, d)
+        assert abs(opt - th.rf_qf_opt(rho, tau_b)) < _rf_tol(rho, d, FLUCT_OPT)
         # The spec's exact values, shifted by the theory's change between its tau and ours
         # (d R/d tau = -rho/(1+rho), resp. rho/(rho+tau)^2), within the same tolerance.
         shift_iso = th.rf_qf_iso(rho, tau_b) - th.rf_qf_iso(rho, spec_tau)
         shift_opt = th.rf_qf_opt(rho, tau_b) - th.rf_qf_opt(rho, spec_tau)
         assert abs(iso - spec_iso[i] - shift_iso) < _rf_tol(rho, d)
-        assert abs(opt - spec_opt[i] - shift_opt) < _rf_tol(rho, d)
+        assert abs(opt - spec_opt[i] - shift_opt) < _rf_tol(rho, d, FLUCT_OPT)
         # Never reaches 0 for isotropic features: at least 1 - tau_B - finite-d bias.
         assert iso > 1 - tau_b - _rf_tol(rho, d)
 
@@ -181,14 +186,15 @@ def test_C3a_rf_with_linear_component():
         assert abs(exact - th.rf_qf(rho, B, activation=HE2_HE1)) < _rf_tol(rho, d)
     G = np.diag(B) / np.trace(B)
     exact = pop.rf_qf_population(_W(d, d, 40, G), B, lam1=1.0)
-    assert abs(exact - th.rf_qf(1.0, B, np.diag(G), activation=HE2_HE1)) < _rf_tol(1.0, d)
+    assert abs(exact - th.rf_qf(1.0, B, np.diag(G), activation=HE2_HE1)) < _rf_tol(1.0, d,
+                                                                                   FLUCT_OPT)
 
 
 def test_C3b_rf_centred_relu_least_squares():
-    # Theorem 1 for a non-polynomial sigma: empirical least squares on n samples, test risk on
-    # fresh samples.  Tolerance: finite-d bias 0.01 + 2 rho/d (C1), least-squares overfitting
-    # inflation ~ N/n, and 4 MC standard errors of the test risk.
-    d, n, n_test = 80, 40_000, 40_000
+    # Theorem 1 for a non-polynomial sigma: empirical least squares on n samples (normal
+    # equations), test risk on fresh samples.  Tolerance: finite-d bias 0.01 + 2 rho/d (C1),
+    # least-squares overfitting inflation ~ N/n, and 4 MC standard errors of the test risk.
+    d, n, n_test = 60, 30_000, 20_000
     target = QuadraticTarget(exponential_B(d, seed=1))
     gen = torch_generator(5)
     X, y = target.sample(n, gen, dtype=torch.float64)
@@ -196,8 +202,9 @@ def test_C3b_rf_centred_relu_least_squares():
     for rho in (1.0, 2.0):
         N = int(rho * d)
         W = torch.from_numpy(_W(d, N, 50))
-        a = torch.linalg.lstsq(RELU_C.fn(X @ W), y.unsqueeze(1)).solution
-        err = ((yt - (RELU_C.fn(Xt @ W) @ a).squeeze(1)) ** 2) / target.norm2()
+        F = RELU_C.fn(X @ W)
+        a = torch.linalg.solve(F.T @ F, F.T @ y)
+        err = ((yt - RELU_C.fn(Xt @ W) @ a) ** 2) / target.norm2()
         mean, se = float(err.mean()), float(err.std()) / math.sqrt(n_test)
         theory = th.rf_qf(rho, target.B, activation=RELU_C)
         assert abs(mean - theory) < _rf_tol(rho, d) + N / n + 4 * se
@@ -298,7 +305,7 @@ def test_C6a_population_gd_reaches_theorem3_infimum():
     d, N = 50, 20
     B = exponential_B(d, seed=1)
     W0 = 0.3 * _W(d, N, 2)  # spec C6: W0 = 0.3 N(0, I/d), c0 = 0, eta = 0.02
-    W, c, hist = pop.nn_qf_population_gd(W0, 0.0, B, lr=0.02, steps=2000, record_every=500)
+    W, c, hist = pop.nn_qf_population_gd(W0, 0.0, B, lr=0.02, steps=1500, record_every=500)
     inf = th.nn_qf(N, B)
     assert hist[0, 1] > 1.0  # starts far (f ~ N ||w||^2) ...
     assert abs(hist[-1, 1] - inf) < 1e-3  # ... and reaches 2 sum_{i>N} lambda_i^2 / R0
@@ -397,17 +404,14 @@ def test_C10_nn_mg_truncation_vs_theorem6():
         t = 2 / thm6 - 2  # sum_{i<=N} lambda_i^2
         # Q(-alpha T_N) = 2/(2 + t) + (O(1/d) term) with the extra term <= 2 op2 t/(t+2)^2.
         assert thm6 - 1e-12 <= value <= thm6 + 2 * op2 * t / (t + 2) ** 2 + 1e-12
-        # Independent path: minimise the data-layer risk over the scale alpha.
+        # Independent path: the data-layer risk of -alpha T_N (offset c = -Tr M) is a parabola
+        # in alpha; three evaluations give its minimum exactly.
         keep = np.argsort(-np.abs(lam))[:N]
         T = np.zeros(d)
         T[keep] = lam[keep]
-
-        def q(alpha, T=T):
-            M = -alpha * np.diag(T)
-            return mix.risk_of_quadratic(M, -np.trace(M))
-
-        best = minimize_scalar(q, bounds=(0, 5), method="bounded", options={"xatol": 1e-10})
-        assert value == pytest.approx(best.fun, abs=1e-9)
+        q = [mix.risk_of_quadratic(-a * np.diag(T), a * T.sum()) for a in (-1.0, 0.0, 1.0)]
+        curv, slope = (q[0] + q[2]) / 2 - q[1], (q[2] - q[0]) / 2
+        assert value == pytest.approx(q[1] - slope**2 / (4 * curv), abs=1e-10)
         # Closed form with the realised value frequencies is Theorem 6 exactly.
         assert th.nn_mg_limit(N / d, weights=freq) == pytest.approx(thm6, abs=1e-12)
         # Rotation invariance of Theorem 6 (singular values of Delta).

@@ -65,6 +65,7 @@ class Activation:
         them for exact formulas.
     relu_power : k when sigma(u) = scale * max(u, 0)^k (arc-cosine kernels of order k).
     relu_scale : the scale in front of max(u, 0)^k.
+    nth : optional closed form of every derivative, ``nth(u, order)``.
     """
 
     name: str
@@ -73,6 +74,8 @@ class Activation:
     poly: tuple[float, ...] | None = None
     relu_power: int | None = None
     relu_scale: float = 1.0
+    #: a closed form of every derivative, (u, order) -> sigma^(order)(u), when one exists.
+    nth: Callable[[torch.Tensor, int], torch.Tensor] | None = None
 
     def __call__(self, u: torch.Tensor) -> torch.Tensor:
         return self.fn(u)
@@ -91,6 +94,8 @@ class Activation:
             return _poly_deriv(self.poly, order, u)
         if self.relu_power is not None:
             return _relu_power_deriv(self.relu_power, self.relu_scale, order, u)
+        if self.nth is not None:
+            return self.nth(u, order)
         if order <= len(self.derivs):
             return self.derivs[order - 1](u)
         return _autograd_deriv(self.fn, order, u)
@@ -229,11 +234,8 @@ ACTIVATIONS: dict[str, Activation] = {
         Activation("erf", torch.erf, (_erf_d1, _erf_d2, _erf_d3)),
         Activation("sigmoid", _sig, (_dsig, _d2sig, _d3sig)),
         Activation("softplus", torch.nn.functional.softplus, (_sig, _dsig, _d2sig)),
-        Activation(
-            "sin",
-            torch.sin,
-            (torch.cos, lambda u: -torch.sin(u), lambda u: -torch.cos(u)),
-        ),
+        # sin^(j)(u) = sin(u + j pi / 2), exact at every order.
+        Activation("sin", torch.sin, nth=lambda u, j: torch.sin(u + j * (math.pi / 2))),
     ]
 }
 

@@ -13,6 +13,7 @@ import os
 import shlex
 import sqlite3
 import traceback
+import typing
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,7 +30,6 @@ from lazylab.experiments import PAPERS, all_experiments
 from lazylab.experiments.base import Experiment
 from lazylab.report import format_value, rebuild, write_report
 from lazylab.runner import (
-    BACKENDS,
     DataNotFound,
     InputError,
     LazylabError,
@@ -37,6 +37,7 @@ from lazylab.runner import (
     RunSpec,
     UnitFailed,
     WorkUnit,
+    check_backend,
     check_resume,
     resolve_spec,
     run_experiment,
@@ -171,6 +172,15 @@ def _duration(sec: float | None) -> str:
     return f"{sec / 3600:.1f} h"
 
 
+def _type_name(ann: Any) -> str:
+    """``list[int]``, ``str | None``, ``choice`` for a Literal (its values show as allowed)."""
+    if typing.get_origin(ann) is typing.Literal:
+        return "choice"
+    if typing.get_args(ann):
+        return str(ann).replace("typing.", "")
+    return getattr(ann, "__name__", str(ann))
+
+
 def _version(value: bool) -> None:
     if value:
         from importlib.metadata import version
@@ -222,7 +232,8 @@ def show(exp_id: Annotated[str, typer.Argument(metavar="ID", help="An experiment
             paper_s = format_value(paper)
             if paper != quick:
                 paper_s = f"[bold]{escape(paper_s)}[/]"
-            t.add_row(r["name"], escape(r["type"]), escape(format_value(quick)), paper_s,
+            ann = exp.Params.model_fields[r["name"]].annotation
+            t.add_row(r["name"], escape(_type_name(ann)), escape(format_value(quick)), paper_s,
                       escape(r["allowed"]), escape(r["description"]))
         out.print(t)
         c = Table(title="claims")
@@ -311,11 +322,9 @@ def reproduce(
     with _guard():
         _choice("--scale", scale, SCALES)
         _choice("--device", device, DEVICES)
-        _choice("--backend", backend, BACKENDS)
         if seeds is not None and seeds < 1:
             raise InputError(f"--seeds must be >= 1; got {seeds}")
-        if workers < 1:
-            raise InputError(f"--workers must be >= 1; got {workers}")
+        check_backend(backend, workers)
         try:
             dev = resolve_device(device)
         except ValueError as e:

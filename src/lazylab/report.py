@@ -347,8 +347,8 @@ def _render_md(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
         if s["png"]:
             lines += [f"![{s['id']}]({s['png']})", ""]
         if s["claims"] is None:
-            lines += [f"Not assembled: the run is {c.get('status', 'unknown')}. Resume it with "
-                      f"`lazylab reproduce {s['id']} --out {out_dir} --resume`.", ""]
+            lines += [f"Not assembled (run status: {c.get('status', 'unknown')}). Finish it "
+                      f"with `lazylab reproduce {s['id']} --out {out_dir} --resume`.", ""]
         else:
             lines += ["| held | claim | statement | measured | expected | tolerance |",
                       "|---|---|---|---|---|---|"]
@@ -396,9 +396,9 @@ def _render_html(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
         if img:
             out.append(f"<img src='{_h(img)}' alt='{_h(s['id'])}'>")
         if s["claims"] is None:
-            out.append(f"<p>Not assembled: the run is {_h(c.get('status', 'unknown'))}. Resume "
-                       f"it with <code>lazylab reproduce {_h(s['id'])} --out {_h(out_dir)} "
-                       "--resume</code>.</p>")
+            out.append(f"<p>Not assembled (run status: {_h(c.get('status', 'unknown'))}). "
+                       f"Finish it with <code>lazylab reproduce {_h(s['id'])} --out "
+                       f"{_h(out_dir)} --resume</code>.</p>")
         else:
             out.append("<table><tr><th>held</th><th>claim</th><th>statement</th>"
                        "<th>measured</th><th>expected</th><th>tolerance</th></tr>")

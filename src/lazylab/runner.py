@@ -6,6 +6,9 @@ A run of experiment ``E`` with resolved parameters ``p`` is the grid
 experiment id, the unit key, the seed index and the device: never on the order in which units
 finish, the number of workers, or whether the run was interrupted and resumed.
 
+:func:`resolve_spec` turns ``--set KEY=VALUE`` strings into validated parameters (lists split on
+commas, errors naming the parameter and what is allowed).
+
 Backends:
 
 * ``local`` with ``workers=1``: in this process;
@@ -22,8 +25,11 @@ Workers only compute and return rows; the main process commits each finished uni
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
+import signal
+import threading
 import time
 import traceback
 import typing
@@ -52,21 +58,9 @@ from lazylab.seeding import canonical_key, derive_seed
 from lazylab.store import Store
 
 __all__ = [
-    "BACKENDS",
-    "DataNotFound",
-    "InputError",
-    "LazylabError",
-    "ProgressSink",
-    "RunOutcome",
-    "RunSpec",
-    "UnitFailed",
-    "WorkUnit",
-    "check_resume",
-    "describe_validation_error",
-    "execute",
-    "plan_units",
-    "resolve_spec",
-    "run_experiment",
+    "BACKENDS", "DataNotFound", "InputError", "LazylabError", "ProgressSink", "RunOutcome",
+    "RunSpec", "UnitFailed", "WorkUnit", "check_backend", "check_resume",
+    "describe_validation_error", "execute", "plan_units", "resolve_spec", "run_experiment",
 ]
 
 BACKENDS = ("local", "ray")
@@ -290,6 +284,8 @@ def _cores() -> int:
 
 def _pool_init(exp_cls: type[Experiment], params: ExperimentParams, device: str,
                threads: int) -> None:
+    # Ctrl-C is handled by the main process, which stops the workers itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(threads)
     _W.update(exp=exp_cls(), params=params, device=torch.device(device))
 
@@ -306,6 +302,17 @@ def _ray_unit(exp_cls: type[Experiment], params: ExperimentParams, key: dict[str
 Done = tuple[WorkUnit, list[dict[str, Any]], float]
 
 
+def check_backend(backend: str, workers: int = 1) -> None:
+    """InputError unless the backend exists (and, for Ray, is installed) and workers >= 1."""
+    if backend not in BACKENDS:
+        raise InputError(f"--backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+    if workers < 1:
+        raise InputError(f"--workers must be >= 1; got {workers}")
+    if backend == "ray" and importlib.util.find_spec("ray") is None:
+        raise InputError("--backend ray needs Ray, an optional dependency: "
+                         "pip install 'lazylab[ray]'")
+
+
 def execute(spec: RunSpec, pending: Sequence[WorkUnit], *, workers: int = 1,
             backend: str = "local") -> Iterator[Done]:
     """Compute ``pending`` units, yielding ``(unit, rows, seconds)`` as each finishes.
@@ -313,10 +320,7 @@ def execute(spec: RunSpec, pending: Sequence[WorkUnit], *, workers: int = 1,
     On the first failing unit no new unit is started; units already running are still yielded
     (so they can be stored), then :class:`UnitFailed` or :class:`DataNotFound` is raised.
     """
-    if backend not in BACKENDS:
-        raise InputError(f"--backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
-    if workers < 1:
-        raise InputError(f"--workers must be >= 1; got {workers}")
+    check_backend(backend, workers)
     if not pending:
         return
     if backend == "ray":
@@ -339,9 +343,17 @@ def _execute_pool(spec: RunSpec, pending: Sequence[WorkUnit], workers: int) -> I
         initializer=_pool_init,
         initargs=(type(spec.exp), spec.params, spec.device.type, max(1, _cores() // workers)))
     failure: LazylabError | None = None
+    # Workers are spawned during submit; started with SIGINT ignored, a Ctrl-C while they
+    # import torch does not print their tracebacks (this process stops them instead).
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
-        futs: dict[Future[_Result], WorkUnit] = {
-            ex.submit(_pool_unit, u.key, u.seed): u for u in pending}
+        try:
+            futs: dict[Future[_Result], WorkUnit] = {
+                ex.submit(_pool_unit, u.key, u.seed): u for u in pending}
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, old)
         todo = set(futs)
         while todo:
             done, todo = wait(todo, return_when=FIRST_COMPLETED)
@@ -357,21 +369,25 @@ def _execute_pool(spec: RunSpec, pending: Sequence[WorkUnit], workers: int) -> I
                 if res[0] == "ok":
                     yield u, res[1], res[2]
                 elif failure is None:
+                    # Stop scheduling; units already running finish and are still yielded.
                     failure = _failure(spec, u, res)
                     for f in todo:
                         f.cancel()
-    finally:
-        ex.shutdown(wait=True, cancel_futures=True)
+    except BaseException:
+        # Ctrl-C or the consumer gave up: do not wait for running units, stop the workers.
+        procs = list((getattr(ex, "_processes", None) or {}).values())
+        ex.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            proc.terminate()
+        raise
+    ex.shutdown(wait=True)
     if failure is not None:
         raise failure
 
 
 def _execute_ray(spec: RunSpec, pending: Sequence[WorkUnit]) -> Iterator[Done]:
-    try:
-        import ray
-    except ImportError as e:
-        raise InputError("--backend ray needs Ray, an optional dependency: "
-                         "pip install 'lazylab[ray]'") from e
+    import ray
+
     if not ray.is_initialized():
         # Connects to the cluster named by RAY_ADDRESS, or starts a local one.
         ray.init(ignore_reinit_error=True, log_to_driver=False)
@@ -382,19 +398,14 @@ def _execute_ray(spec: RunSpec, pending: Sequence[WorkUnit]) -> Iterator[Done]:
     todo = list(refs)
     failure: LazylabError | None = None
     try:
-        while todo:
+        while todo and failure is None:
             done, todo = ray.wait(todo, num_returns=1)
-            for ref in done:
-                u = refs[ref]
-                res = ray.get(ref)
-                if res[0] == "ok":
-                    yield u, res[1], res[2]
-                elif failure is None:
-                    failure = _failure(spec, u, res)
-                    for r in todo:
-                        ray.cancel(r)
-                    todo = []
-    finally:
+            u, res = refs[done[0]], ray.get(done[0])
+            if res[0] == "ok":
+                yield u, res[1], res[2]
+            else:
+                failure = _failure(spec, u, res)
+    finally:  # after a failure or an interrupt, nothing more is scheduled
         for r in todo:
             ray.cancel(r)
     if failure is not None:
@@ -427,6 +438,7 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
     """
     exp = spec.exp
     exp_dir = out_dir / exp.id
+    check_backend(backend, workers)
     if resume:
         check_resume(store, spec, out_dir)
     store.begin(exp.id, spec.config_hash, spec.identity, fresh=not resume)

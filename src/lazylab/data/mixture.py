@@ -8,8 +8,9 @@ Delta = diag(v_j / sqrt(d)), v_j uniform on {1, 1.5, 2}.  Class +1 has the small
 along the positive directions of Delta.
 
 Exact risk of a quadratic predictor f(x) = c + x^T M x (spec Sec. 2.6; E y^2 = 1 = R0).  With
-C_s = Sigma - s Delta and E[(s - c - x^T M x)^2 | y = s] = (s - c - Tr(M C_s))^2 + 2 Tr(M C_s M C_s),
-averaging over s = +-1 gives
+C_s = Sigma - s Delta,
+    E[(s - c - x^T M x)^2 | y = s] = (s - c - Tr(M C_s))^2 + 2 Tr(M C_s M C_s),
+and averaging over s = +-1 gives
 
     Q(M, c) = 1 + 2 Tr(M Delta) + (c + Tr(M Sigma))^2 + Tr(M Delta)^2
                 + 2 Tr(M Sigma M Sigma) + 2 Tr(M Delta M Delta).

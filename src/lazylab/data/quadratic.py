@@ -13,7 +13,8 @@ Var(x^T A x) = 2 ||A||_F^2 for symmetric A, hence
     E[(x^T A x + c)^2] = 2 ||A||_F^2 + (Tr A + c)^2.
 
 They give the trivial-predictor risk R0 = E f*^2 = 2||B||_F^2 + (b0 + Tr B)^2 and the exact
-population risk of any quadratic predictor c + x^T M x (see :meth:`QuadraticTarget.risk_of_quadratic`).
+population risk of any quadratic predictor c + x^T M x
+(:meth:`QuadraticTarget.risk_of_quadratic`).
 
 Example
 -------
@@ -23,7 +24,9 @@ Example
 >>> X, y = target.sample(5, torch.Generator().manual_seed(1), dtype=torch.float64)
 >>> tuple(X.shape), tuple(y.shape)
 ((5, 20), (5,))
->>> abs(target.risk_of_quadratic(B, 0.0) - (target.b0 + float(B.trace())) ** 2) < 1e-12
+>>> target.risk_of_quadratic(B, target.b0)      # the target itself
+0.0
+>>> abs(target.risk_of_quadratic(0 * B, 0.0) - target.norm2()) < 1e-12
 True
 """
 

@@ -2,8 +2,8 @@
 
 - :class:`TwoLayerNet`: f(x) = s_m sum_r a_r sigma(w_r.x) (+ c), Gaussian or symmetric init,
   NTK / mean-field / no scaling, closed-form Taylor terms and tangent features.
-- :class:`RandomFeatures`, :class:`RandomFeaturesRegressor`: fixed random first layer
-  (Ghorbani et al. 2019, Eq. (2)); the regressor is sklearn-style ridge least squares.
+- :class:`RandomFeatures`: fixed random first layer (Ghorbani et al. 2019, Eq. (2)); its
+  sklearn-style regressor is :class:`lazylab.estimators.RandomFeaturesRegressor`.
 - :func:`taylor_terms`, :class:`TaylorModel`, :class:`LinearizedModel`,
   :class:`QuadraticModel`: f^(j) = (1/j!) d^j/dt^j f(theta0 + tU), any order, closed form for
   TwoLayerNet and torch.func for any module.
@@ -11,11 +11,7 @@
   the randomized networks of Bai & Lee 2020 (Secs. 3 and 6) with exact moments.
 """
 
-from lazylab.models.random_features import (
-    RandomFeatures,
-    RandomFeaturesRegressor,
-    gaussian_weights,
-)
+from lazylab.models.random_features import RandomFeatures, gaussian_weights
 from lazylab.models.randomized import (
     HigherOrderRandomizedNet,
     MomentMatchedPair,
@@ -29,7 +25,6 @@ __all__ = [
     "TwoLayerNet",
     "scale_factor",
     "RandomFeatures",
-    "RandomFeaturesRegressor",
     "gaussian_weights",
     "taylor_terms",
     "TaylorModel",

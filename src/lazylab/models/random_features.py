@@ -10,7 +10,7 @@ features phi(x) = s_m sigma(W x); Ghorbani et al. solve it directly ("KKT condit
 Example
 -------
 >>> import torch
->>> from lazylab.models import RandomFeaturesRegressor
+>>> from lazylab.estimators import RandomFeaturesRegressor
 >>> g = torch.Generator().manual_seed(1)
 >>> X = torch.randn(200, 3, generator=g, dtype=torch.float64)
 >>> y = X[:, 0] ** 2 - 1
@@ -21,16 +21,13 @@ True
 
 from __future__ import annotations
 
-import numpy as np
 import torch
-from sklearn.base import BaseEstimator, RegressorMixin
 from torch import nn
 
 from lazylab.activations import Activation, get_activation
 from lazylab.models.two_layer import scale_factor
-from lazylab.solve import lstsq
 
-__all__ = ["RandomFeatures", "RandomFeaturesRegressor", "gaussian_weights"]
+__all__ = ["RandomFeatures", "gaussian_weights"]
 
 
 def gaussian_weights(d: int, width: int, *, weight_std: float = 1.0,
@@ -121,96 +118,3 @@ class RandomFeatures(nn.Module):
     def extra_repr(self) -> str:
         return (f"d={self.d}, width={self.width}, activation={self.act.name}, "
                 f"scaling={self.scaling}")
-
-
-class RandomFeaturesRegressor(BaseEstimator, RegressorMixin):
-    """scikit-learn style random-features ridge regression.
-
-    fit: draws W (seeded), then a_hat = argmin_a ||phi(X) a - y||^2 + ridge ||a||^2
-    (with an unpenalised offset when ``fit_intercept``), solved by :func:`lazylab.solve.lstsq`
-    (Cholesky on the normal / dual equations, SVD fallback; ridge = 0 gives the minimum-norm
-    solution, the ridgeless limit).
-
-    Parameters
-    ----------
-    width : number of random features m.
-    activation : activation name.
-    ridge : penalty >= 0 on the un-normalised sum of squares (as sklearn's ``Ridge``).
-    seed : seed of the generator that draws W.
-    device : where the features are computed ("cpu", "cuda", ...).
-    weight_std, covariance, scaling : the feature distribution, as in :class:`RandomFeatures`.
-    fit_intercept : fit an unpenalised offset c (by centring features and targets).
-    dtype : compute dtype (float64 by default: least squares on near-singular features).
-
-    Attributes (after fit)
-    ----------------------
-    model_ : the fitted :class:`RandomFeatures` module (a and c set).
-    coef_ : (m,) numpy copy of a; intercept_ : float offset.
-
-    Inputs may be numpy arrays or torch tensors; ``predict`` returns the same kind as its input.
-    """
-
-    def __init__(self, width: int = 100, activation: str = "relu", ridge: float = 0.0,
-                 seed: int = 0, device: str = "cpu", weight_std: float = 1.0,
-                 covariance: np.ndarray | None = None, scaling: str = "none",
-                 fit_intercept: bool = False, dtype: torch.dtype = torch.float64):
-        self.width = width
-        self.activation = activation
-        self.ridge = ridge
-        self.seed = seed
-        self.device = device
-        self.weight_std = weight_std
-        self.covariance = covariance
-        self.scaling = scaling
-        self.fit_intercept = fit_intercept
-        self.dtype = dtype
-
-    def _as_tensor(self, A, name: str) -> torch.Tensor:
-        T = torch.as_tensor(np.asarray(A) if not isinstance(A, torch.Tensor) else A)
-        if not (T.is_floating_point() or T.dtype in (torch.int32, torch.int64)):
-            raise ValueError(f"{name} must be numeric; got dtype {T.dtype}")
-        return T.to(device=torch.device(self.device), dtype=self.dtype)
-
-    def fit(self, X, y) -> RandomFeaturesRegressor:
-        """Draw the features and solve the ridge least-squares problem for a (and c)."""
-        Xt, yt = self._as_tensor(X, "X"), self._as_tensor(y, "y")
-        if Xt.dim() != 2:
-            raise ValueError(f"X must be 2-D (n, d); got shape {tuple(Xt.shape)}")
-        if yt.shape != (Xt.shape[0],):
-            raise ValueError(f"y must have shape ({Xt.shape[0]},); got {tuple(yt.shape)}")
-        if float(self.ridge) < 0:
-            raise ValueError(f"ridge must be >= 0; got {self.ridge!r}")
-        dev = torch.device(self.device)
-        gen = torch.Generator(device=dev).manual_seed(int(self.seed))
-        cov = None if self.covariance is None else torch.as_tensor(self.covariance)
-        model = RandomFeatures(Xt.shape[1], self.width, activation=self.activation,
-                               weight_std=self.weight_std, covariance=cov,
-                               scaling=self.scaling, bias=self.fit_intercept, generator=gen,
-                               device=dev, dtype=self.dtype)
-        F = model.features(Xt)
-        if self.fit_intercept:
-            # The unpenalised offset is eliminated by centring: c = mean(y) - mean(F) a.
-            Fm, ym = F.mean(0), yt.mean()
-            coef = lstsq(F - Fm, yt - ym, ridge=float(self.ridge))
-            intercept = ym - Fm @ coef
-        else:
-            coef = lstsq(F, yt, ridge=float(self.ridge))
-            intercept = None
-        with torch.no_grad():
-            model.a.copy_(coef)
-            if intercept is not None:
-                model.c.copy_(intercept)
-        self.model_ = model
-        self.coef_ = coef.detach().cpu().numpy()
-        self.intercept_ = float(intercept) if intercept is not None else 0.0
-        self.n_features_in_ = Xt.shape[1]
-        return self
-
-    def predict(self, X):
-        """f(X) = phi(X) a_hat (+ c); numpy in, numpy out; tensor in, tensor out."""
-        if not hasattr(self, "model_"):
-            raise ValueError("this RandomFeaturesRegressor is not fitted yet; call fit(X, y)")
-        Xt = self._as_tensor(X, "X")
-        with torch.no_grad():
-            out = self.model_(Xt)
-        return out if isinstance(X, torch.Tensor) else out.cpu().numpy()

@@ -165,8 +165,11 @@ class TwoLayerNet(nn.Module):
         ``net.evaluate(X, net.W + U)`` is f(x; W0 + U) without touching the parameters.
         """
         W = self.W if W is None else W
-        a = self.a if a is None else a
-        A = self.act(self.preactivation(X, W)) * a
+        return self._readout(self.act(self.preactivation(X, W)), self.a if a is None else a)
+
+    def _readout(self, S: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        """s_m sum_r a_r S[..., r] (+ c), summing each symmetric pair first (exact zeros)."""
+        A = S * a
         if self.paired and A.shape[-1] == self.width:
             h = self.width // 2
             out = self.scale * (A[..., :h] + A[..., h:]).sum(-1)
@@ -187,8 +190,8 @@ class TwoLayerNet(nn.Module):
                    + delta_c 1{j = 1},
 
         so f(W + tU, ...) = sum_j t^j f^(j) for analytic sigma. f^(0) = f, f^(1) = f_L (the
-        NTK / linearized model), f^(2) = f_Q (QuadNTK): Bai & Lee 2020, Sec. 2.4 and Eq. for
-        f^(k) in Sec. 6; Nichani et al. 2022, Eqs. (11)-(12).
+        NTK / linearized model), f^(2) = f_Q (QuadNTK): Bai & Lee 2020, Sec. 2.4 and the k-th
+        order term of Sec. 6; Nichani et al. 2022, Eqs. (11)-(12).
 
         Parameters
         ----------
@@ -209,8 +212,8 @@ class TwoLayerNet(nn.Module):
                              f"got {tuple(U.shape)}")
         Z0 = self.preactivation(X)
         V = X @ U.T if U is not None else None
-        out = [self.forward(X)]
-        prev = self.act.deriv(Z0, 0)  # sigma^(j-1)(Z0) once j >= 1
+        prev = self.act(Z0)  # sigma^(j-1)(Z0) at step j
+        out = [self._readout(prev, self.a)]
         pow_prev = torch.ones_like(Z0)  # (u.x)^(j-1) / (j-1)!
         for j in range(1, order + 1):
             dj = self.act.deriv(Z0, j)

@@ -21,7 +21,7 @@ mg (x | y=+-1 ~ N(0, Sigma -+ Delta)):
 Example
 -------
 >>> round(rf_qf_iso(1.0, 0.5), 4), round(nt_qf(0.5, 0.5), 4), round(nn_qf_exponential(0.5), 4)
-(0.75, 0.375, 0.0334)
+(0.75, 0.375, 0.0333)
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def _gamma(Gamma, d: int, trace_with: np.ndarray | None = None) -> np.ndarray:
 def rf_qf(rho, B, Gamma=None, activation: str | Activation = "quad_centered"):
     """Theorem 1 / Eq. (10): RF risk for the centred quadratic target (R/R0):
 
-        R/R0 = 1 - (d <Gamma, B>^2 / ||B||_F^2) * psi lambda_2^2 / (2 + psi lambda_2^2 d ||Gamma||_F^2),
+        R/R0 = 1 - (d <Gamma, B>^2 / ||B||_F^2) * s / (2 + s d ||Gamma||_F^2),  s = psi lambda_2^2,
 
     psi from Eq. (9) with D = ESD of d*Gamma (finite-d plug-in).  Invariant under
     sigma -> k sigma (psi ~ 1/k^2, lambda_2^2 ~ k^2).  For sigma = u^2 - 1, psi lambda_2^2 = 2 rho
@@ -284,7 +284,7 @@ def nn_qf_exponential(rho):
 
 # ----------------------------------------------------------------------------- mg: RF
 def rf_mg(rho, Delta, Gamma=None, Sigma=None, activation: str | Activation = "quad_centered"):
-    """Theorem 4 / Eq. (15): R/R0 = (1 + zeta_1 lambda_2^2 psi) / (1 + (zeta_1 + zeta_2) lambda_2^2 psi)
+    """Theorem 4 / Eq. (15): R/R0 = (1 + zeta_1 s) / (1 + (zeta_1 + zeta_2) s), s = lambda_2^2 psi,
     with zeta_1 = d Tr(Sigma Gamma Sigma Gamma)/2, zeta_2 = d Tr(Delta Gamma)^2 / 4 and psi from
     Eq. (14), D = ESD of d Gamma^1/2 Sigma Gamma^1/2.  Gamma defaults to I / Tr(Sigma)
     (isotropic, Tr(Gamma Sigma) = 1).  Sigma = I, Gamma = I/d, sigma = u^2 - 1 gives
@@ -358,10 +358,10 @@ def span_complement(W) -> np.ndarray:
 
 def nt_mg_given_W(W, Delta, Sigma=None) -> float:
     """Theorem 5 for a realised W (d, N):
-    R = 2 / (2 + ||Delta~||_F^2 - ||P_perp Delta~ P_perp||_F^2), Delta~ = Sigma^-1/2 Delta Sigma^-1/2,
-    P_perp the projector onto span(Sigma^1/2 W)^perp (0 when that span is R^d).  This is the
-    exact minimum of the mg risk over the NT class once the O(1/d) term 2 Tr(M Delta M Delta)
-    is dropped."""
+    R = 2 / (2 + ||Delta~||_F^2 - ||P_perp Delta~ P_perp||_F^2),
+    Delta~ = Sigma^-1/2 Delta Sigma^-1/2, P_perp the projector onto span(Sigma^1/2 W)^perp
+    (0 when that span is R^d).  This is the exact minimum of the mg risk over the NT class once
+    the O(1/d) term 2 Tr(M Delta M Delta) is dropped."""
     D = _mat("Delta", Delta)
     d = D.shape[0]
     Wm = _mat("W", W, d, symmetric=False)

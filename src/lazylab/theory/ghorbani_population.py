@@ -10,11 +10,13 @@ Every model with activation u^2 (or u^2 - 1) is a quadratic form f(x) = c + x^T 
 follows from E[(x^T A x + a)^2] = 2||A||_F^2 + (Tr A + a)^2 (x ~ N(0, I)) and the mixture formula
 Q(M, c) of :mod:`lazylab.data.mixture`:
 
-    RF-qf  sigma = u^2 - 1 (+ lam1 u): G = 2 (W^T W)^{o2} + e e^T + lam1^2 W^T W, e_i = ||w_i||^2 - 1,
-           v_i = 2 w_i^T B w_i, R = 2||B||_F^2 - v^T G^+ v (centred target, no offset).
+    RF-qf  sigma = u^2 - 1 (+ lam1 u): G = 2 (W^T W)^{o2} + e e^T + lam1^2 W^T W,
+           e_i = ||w_i||^2 - 1, v_i = 2 w_i^T B w_i, R = 2||B||_F^2 - v^T G^+ v
+           (centred target, no offset).
     NT-qf  R = 2 ||P_perp B P_perp||_F^2, P_perp the projector onto span(W)^perp.
-    RF-mg  m_s = diag(W^T C_s W) - 1 (C_+- = Sigma -+ Delta), G = 1/2 sum_s [m_s m_s^T + 2 (W^T C_s W)^{o2}],
-           v = -diag(W^T Delta W), R = 1 - v^T G^+ v.
+    RF-mg  m_s = diag(W^T C_s W) - 1 (C_+- = Sigma -+ Delta),
+           G = 1/2 sum_s [m_s m_s^T + 2 (W^T C_s W)^{o2}], v = -diag(W^T Delta W),
+           R = 1 - v^T G^+ v.
     NT-mg  min Q(M, -Tr(M Sigma)) over S_W = {M : P_perp M P_perp = 0} by conjugate gradients.
     NN-mg  Q(-alpha M_N) minimised over alpha, M_N the rank-N truncation of Delta~.
     NN-qf  L(W, c) = 2||B - W W^T||_F^2 + (Tr(B - W W^T) + b0 - c)^2 and its gradient.
@@ -92,15 +94,15 @@ def perp_basis(W: torch.Tensor) -> torch.Tensor:
     if N == 0:
         return torch.eye(d, dtype=W.dtype, device=W.device)
     eps = torch.finfo(W.dtype).eps
-    if N >= d:
-        # Wide W: singular values alone settle the common full-rank case cheaply (the full
-        # SVD would also build the (N, d) right factor).
-        s = torch.linalg.svdvals(W)
-        if float(s[0]) > 0 and bool((s > max(d, N) * eps * float(s[0])).all()):
-            return W.new_zeros(d, 0)
-        U, s, _ = torch.linalg.svd(W, full_matrices=False)
-    else:
-        U, s, _ = torch.linalg.svd(W, full_matrices=True)
+    # Singular values alone settle the common full-rank case; then a complete QR gives the
+    # complement more cheaply than a full SVD.
+    s = torch.linalg.svdvals(W)
+    full = float(s[0]) > 0 and bool((s > max(d, N) * eps * float(s[0])).all())
+    if full and N >= d:
+        return W.new_zeros(d, 0)
+    if full:
+        return torch.linalg.qr(W, mode="complete").Q[:, N:]
+    U, s, _ = torch.linalg.svd(W, full_matrices=True)
     r = int((s > max(d, N) * eps * float(s[0])).sum()) if float(s[0]) > 0 else 0
     return U[:, r:]
 
@@ -223,8 +225,9 @@ def rf_mg_population(W, Delta, *, Sigma=None, device=None) -> float:
     Wt = _t("W", W, dev, rows=Dt.shape[0])
     G = torch.zeros(Wt.shape[1], Wt.shape[1], dtype=_F64, device=dev)
     m = {}
+    KS, KD = Wt.T @ (St @ Wt), Wt.T @ (Dt @ Wt)
     for s in (1, -1):
-        K = Wt.T @ (St - s * Dt) @ Wt
+        K = KS - s * KD
         m[s] = torch.diagonal(K) - 1.0
         G += 0.5 * (torch.outer(m[s], m[s]) + 2.0 * K * K)
     v = 0.5 * (m[1] - m[-1])
