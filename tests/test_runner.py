@@ -4,9 +4,12 @@ worker pools, parameter resolution."""
 from __future__ import annotations
 
 import csv
+import importlib.machinery
 import importlib.util
 import json
 import math
+import sys
+import types
 
 import pytest
 import torch
@@ -168,6 +171,65 @@ def test_two_workers_match_one(toy, reference, tmp_path):
     out = run(spec_of(toy, seeds=2), tmp_path, workers=2)
     assert out.computed == 6 and ToyMean.calls == 0  # all computed in the worker processes
     assert (tmp_path / "toy-mean" / "results.csv").read_bytes() == reference[0]
+
+
+class _Ref:
+    def __init__(self, value):
+        self.value = value
+
+
+class FakeRay(types.ModuleType):
+    """Just enough of Ray's API to drive the ray backend in-process (tasks run eagerly)."""
+
+    def __init__(self):
+        super().__init__("ray")
+        self.__spec__ = importlib.machinery.ModuleSpec("ray", None)
+        self.initialized, self.cancelled, self.options = False, [], None
+
+    def is_initialized(self):
+        return self.initialized
+
+    def init(self, **kwargs):
+        self.initialized = True
+
+    def put(self, obj):
+        return _Ref(obj)
+
+    def remote(self, **options):
+        self.options = options
+
+        def decorate(fn):
+            task = types.SimpleNamespace()
+            task.remote = lambda *a: _Ref(fn(*(x.value if isinstance(x, _Ref) else x for x in a)))
+            return task
+        return decorate
+
+    def wait(self, refs, num_returns=1):
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref):
+        return ref.value
+
+    def cancel(self, ref):
+        self.cancelled.append(ref)
+
+
+def test_ray_backend_logic_with_a_stand_in(toy, monkeypatch):
+    fake = FakeRay()
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    spec = spec_of(toy, seeds=2)
+    plan = plan_units(spec)
+    serial = [(u.key_json, u.seed_index, rows) for u, rows, _ in execute(spec, plan)]
+    via_ray = [(u.key_json, u.seed_index, rows) for u, rows, _ in execute(spec, plan,
+                                                                          backend="ray")]
+    assert via_ray == serial and fake.initialized
+    assert fake.options == {"num_cpus": 1, "num_gpus": 0}
+    ToyMean.calls, ToyMean.fail_on_call = 0, 2
+    got = []
+    with pytest.raises(UnitFailed, match="training diverged"):
+        for u, _, _ in execute(spec, plan, backend="ray"):
+            got.append(u)
+    assert len(got) == 1 and len(fake.cancelled) == len(plan) - 2
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="ray is installed")

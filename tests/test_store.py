@@ -60,10 +60,21 @@ def test_fresh_begin_discards_and_resume_checks_hash(tmp_path):
         with pytest.raises(ValueError, match="another configuration"):
             st.begin("e", "h2", {"p": 2}, fresh=False)
         assert len(st.done("e", "h1")) == 3  # the refused resume changed nothing
+        assert st.changes("e", {"p": 2}) == ["p"]
         st.begin("e", "h2", {"p": 2}, fresh=True)
         assert st.done("e", "h1") == set() and st.config("e") == {"p": 2}
         assert st.done("other", "g") == {("k", 0)}  # other experiments are untouched
         assert st.experiments() == ["e", "other"]
+
+
+def test_changes_name_the_differing_parameters(tmp_path):
+    with Store(tmp_path / "s.sqlite") as st:
+        old = {"scale": "quick", "params": {"d": 3, "ns": [1, 2], "s": 1.0}}
+        st.begin("e", "h", old, fresh=True)
+        assert st.changes("e", old) == []
+        new = {"scale": "paper", "params": {"d": 3, "ns": [1, 3], "s": 1.0, "extra": 0}}
+        assert st.changes("e", new) == ["scale", "extra", "ns"]
+        assert st.changes("unknown", {"params": {"d": 1}}) == ["d"]
 
 
 def test_delete_some_units(tmp_path):

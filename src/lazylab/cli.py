@@ -208,9 +208,12 @@ def list_cmd() -> None:
         t.add_column("what it shows")
         t.add_column("quick", justify="right", no_wrap=True)
         t.add_column("paper scale", justify="right", no_wrap=True)
-        for e in all_experiments():
-            t.add_row(e.id, e.paper, e.figure, e.summary, _duration(e.est_seconds.get("quick")),
-                      _duration(e.est_seconds.get("paper")))
+        exps = all_experiments()
+        if not exps:
+            raise LazylabError("no experiments are registered")
+        for e in exps:
+            t.add_row(e.id, escape(e.paper), escape(e.figure), escape(e.summary),
+                      _duration(e.est_seconds.get("quick")), _duration(e.est_seconds.get("paper")))
         _out().print(t)
         _out().print("quick: 2-core CPU; paper scale: one GPU. `lazylab show ID` for details.")
 

@@ -9,17 +9,12 @@ finish, the number of workers, or whether the run was interrupted and resumed.
 :func:`resolve_spec` turns ``--set KEY=VALUE`` strings into validated parameters (lists split on
 commas, errors naming the parameter and what is allowed).
 
-Backends:
-
-* ``local`` with ``workers=1``: in this process;
-* ``local`` with ``workers>1``: a process pool (``spawn`` start method), each worker limited to
-  ``max(1, cores // workers)`` torch threads so the pool does not oversubscribe the CPU;
-* ``ray``: one Ray task per unit on the cluster ``ray.init()`` connects to (``RAY_ADDRESS``),
-  with a GPU per task when the device is CUDA. Needs ``pip install 'lazylab[ray]'``.
-
-Workers only compute and return rows; the main process commits each finished unit to the store
-(:mod:`lazylab.store`) in its own transaction, then assembles the outputs
-(:mod:`lazylab.report`).
+Backends: ``local`` with ``workers=1`` runs in this process; ``local`` with ``workers>1`` uses a
+process pool (``spawn``), each worker limited to ``max(1, cores // workers)`` torch threads;
+``ray`` runs one Ray task per unit on the cluster ``ray.init()`` connects to (``RAY_ADDRESS``),
+with a GPU per task when the device is CUDA (``pip install 'lazylab[ray]'``). Workers only
+compute and return rows; the main process commits each finished unit to the store
+(:mod:`lazylab.store`) in its own transaction, then assembles the outputs (:mod:`lazylab.report`).
 """
 
 from __future__ import annotations
@@ -276,10 +271,7 @@ _W: dict[str, Any] = {}
 
 
 def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _pool_init(exp_cls: type[Experiment], params: ExperimentParams, device: str,
@@ -415,13 +407,9 @@ def _execute_ray(spec: RunSpec, pending: Sequence[WorkUnit]) -> Iterator[Done]:
 # ---- one experiment, end to end -------------------------------------------------------------
 def check_resume(store: Store, spec: RunSpec, out_dir: Path) -> None:
     """Refuse to resume onto stored units of a different configuration (InputError)."""
-    old = store.config(spec.exp.id)
-    if old is None or store.config_hash(spec.exp.id) == spec.config_hash:
+    if store.config_hash(spec.exp.id) in (None, spec.config_hash):
         return
-    new = spec.identity
-    changed = [k for k in ("scale", "device") if old.get(k) != new[k]]
-    op, np_ = old.get("params") or {}, new["params"]
-    changed += [k for k in sorted(set(op) | set(np_)) if op.get(k) != np_.get(k)]
+    changed = store.changes(spec.exp.id, spec.identity)
     raise InputError(
         f"{spec.exp.id}: --resume: {out_dir} holds results of a different configuration "
         f"(changed: {', '.join(changed) or 'unknown'}); use a new --out DIR or drop --resume "
@@ -478,15 +466,16 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
     except BaseException:
         save("interrupted")
         raise
-    rows, missing = collect_rows(exp, spec.params, spec.seeds,
-                                 store.units(exp.id, spec.config_hash))
-    if missing:  # only if the store was changed under us
-        save("failed")
-        raise UnitFailed(f"{exp.id}: {missing} unit(s) vanished from the store during the run")
     try:
+        rows, missing = collect_rows(exp, spec.params, spec.seeds,
+                                     store.units(exp.id, spec.config_hash))
+        if missing:  # only if the store was changed under us
+            raise RuntimeError(f"{missing} unit(s) vanished from the store during the run")
         out.claims = finish_experiment(exp, spec.params, rows, exp_dir)
     except Exception as e:
         save("failed")
+        if isinstance(e, FileNotFoundError):
+            raise DataNotFound(f"{exp.id}: {e}", traceback.format_exc()) from e
         raise UnitFailed(f"{exp.id}: assembling the results failed: {type(e).__name__}: {e}",
                          traceback.format_exc()) from e
     save("complete")

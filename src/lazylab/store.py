@@ -110,6 +110,14 @@ class Store:
                               (experiment,)).fetchone()
         return None if r is None else json.loads(r[0])
 
+    def changes(self, experiment: str, config: dict[str, Any]) -> list[str]:
+        """Top-level keys, and keys of ``params``, where ``config`` differs from the stored one."""
+        old = self.config(experiment) or {}
+        keys = [k for k in sorted(set(old) | set(config)) if k != "params"
+                and old.get(k) != config.get(k)]
+        op, np_ = old.get("params") or {}, config.get("params") or {}
+        return keys + [k for k in sorted(set(op) | set(np_)) if op.get(k) != np_.get(k)]
+
     def begin(self, experiment: str, config_hash: str, config: dict[str, Any], *,
               fresh: bool) -> None:
         """Declare the configuration about to be run.

@@ -13,6 +13,7 @@
 
 from lazylab.data.harmonics import dim_poly_leq, gegenbauer_q, hermite_e, num_harmonics
 from lazylab.data.labels import corrupt_labels, flip_labels, random_labels, sign_labels
+from lazylab.data.mixture import GaussianMixture, diag_delta, mmse_asymptotic
 from lazylab.data.paper_targets import (
     DenseHarmonic,
     HardInstance,
@@ -26,6 +27,7 @@ from lazylab.data.paper_targets import (
     random_sparse,
     xor2,
 )
+from lazylab.data.quadratic import QuadraticTarget, exponential_B
 from lazylab.data.real import DATASETS, DatasetNotFound, find_dataset, load_dataset
 from lazylab.data.samplers import (
     anisotropic_sphere,
@@ -52,6 +54,11 @@ from lazylab.data.targets import (
 )
 
 __all__ = [
+    "GaussianMixture",
+    "QuadraticTarget",
+    "diag_delta",
+    "exponential_B",
+    "mmse_asymptotic",
     "DATASETS",
     "DatasetNotFound",
     "DenseHarmonic",

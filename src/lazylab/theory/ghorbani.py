@@ -142,9 +142,11 @@ def solve_psi(rho: float, lam1: float, lam_tilde: float, atoms) -> float:
 
 # ----------------------------------------------------------------------------- qf: RF
 def _gamma(Gamma, d: int, trace_with: np.ndarray | None = None) -> np.ndarray:
-    G = np.eye(d) / d if Gamma is None else _mat("Gamma", Gamma, d)
-    if Gamma is None and trace_with is not None:
-        G = np.eye(d) / float(np.trace(trace_with))
+    """Gamma (default isotropic), checked: PSD with Tr(Gamma) = 1, or Tr(Gamma Sigma) = 1 when
+    ``trace_with`` = Sigma is given."""
+    if Gamma is None:
+        return np.eye(d) / (d if trace_with is None else float(np.trace(trace_with)))
+    G = _mat("Gamma", Gamma, d)
     ref = G if trace_with is None else G @ trace_with
     tr = float(np.trace(ref))
     what = "Tr(Gamma)" if trace_with is None else "Tr(Gamma Sigma)"
