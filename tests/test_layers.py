@@ -1,0 +1,55 @@
+"""The import direction of PRODUCT.md's layers: a lower layer never imports a higher one."""
+
+import ast
+from pathlib import Path
+
+import lazylab
+
+ROOT = Path(lazylab.__file__).parent
+
+#: Top-level module or package of lazylab -> layer number (0 = utilities).
+LAYER = {
+    "seeding": 0, "device": 0,
+    "data": 1,
+    "activations": 2, "kernels": 2, "models": 2,
+    "train": 3, "solve": 3, "estimators": 3,
+    "theory": 4,
+    "experiments": 5,
+    "runner": 6, "store": 6, "report": 6, "cli": 6, "__main__": 6,
+}
+
+
+def _top(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "lazylab" and len(parts) > 1 else None
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+def test_every_module_has_a_layer():
+    tops = {p.relative_to(ROOT).parts[0].removesuffix(".py") for p in ROOT.rglob("*.py")}
+    tops.discard("__init__")
+    assert tops <= set(LAYER), f"modules without a layer: {sorted(tops - set(LAYER))}"
+
+
+def test_lower_layers_never_import_higher_ones():
+    bad = []
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT).parts
+        if rel[0] == "__init__.py":
+            continue
+        mine = LAYER[rel[0].removesuffix(".py")]
+        for mod in _imports(path):
+            top = _top(mod)
+            if top is not None and LAYER.get(top, -1) > mine:
+                bad.append(f"{'/'.join(rel)} (layer {mine}) imports {mod} (layer {LAYER[top]})")
+    assert not bad, "\n".join(bad)
