@@ -1,0 +1,156 @@
+"""Matplotlib helpers for figures styled like the papers' (shared by every experiment).
+
+Conventions (Ghorbani et al. 2019, Figs. 1-2, and the other papers' risk-vs-width plots):
+
+* theory as solid lines, simulations as dots (mean over seeds) with SEM error bars, in the same
+  colour per method;
+* a log-scale width axis with a vertical dash-dot line at N = d;
+* dashed horizontal lines for large-n limits and a dotted black line for the Bayes error;
+* one colour per method name, the same in every figure (:func:`method_color`).
+
+Figures are plain :class:`matplotlib.figure.Figure` objects (no pyplot state), so they can be
+built in worker processes and saved by the report.
+
+Example
+-------
+>>> import numpy as np
+>>> fig, ax = new_figure()
+>>> x = np.geomspace(10, 1000, 20)
+>>> theory_line(ax, x, 1 / (1 + x / 100), "RF(I)")
+>>> sim_points(ax, [30, 300], [0.77, 0.25], [0.01, 0.02], "RF(I)")
+>>> width_axis(ax, d=100)
+>>> finish(ax, ylabel="R/R0", ylim=(0, 1))
+>>> len(ax.lines) > 0
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+__all__ = [
+    "new_figure", "method_color", "display_label", "theory_line", "sim_points", "limit_line",
+    "bayes_line", "width_axis", "finish", "series_points", "series_line",
+]
+
+# A colour-blind-safe cycle (Okabe-Ito); named methods get fixed entries so a method has the
+# same colour in every figure.
+_PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442",
+            "#000000")
+_FIXED = {"NN": 0, "NT(I)": 1, "NT": 1, "RF(I)": 2, "RF": 2, "RF(Gamma*)": 3}
+_MARKERS = {"NN": "o", "NT(I)": "s", "NT": "s", "RF(I)": "^", "RF": "^", "RF(Gamma*)": "D"}
+
+#: Display names (mathtext) for method names that are ASCII in results.csv.
+_DISPLAY = {
+    "RF(Gamma*)": r"RF($\Gamma^*$)",
+    "lim NN": r"$\lim_{n\to\infty}$ NN",
+    "lim NT(I)": r"$\lim_{n\to\infty}$ NT(I)",
+}
+
+
+def new_figure(width: float = 5.2, height: float = 3.8) -> tuple[Figure, Axes]:
+    """A single-panel figure with the papers' plain look (no top/right spines)."""
+    fig = Figure(figsize=(width, height))
+    ax = fig.add_subplot(1, 1, 1)
+    ax.spines["top"].set_visible(False)
+    ax.spines["right"].set_visible(False)
+    return fig, ax
+
+
+def method_color(method: str) -> str:
+    """The colour of a method (fixed for known names, else hashed into the palette)."""
+    base = method.removeprefix("lim ").strip()
+    if base in _FIXED:
+        return _PALETTE[_FIXED[base]]
+    return _PALETTE[sum(map(ord, base)) % len(_PALETTE)]
+
+
+def _marker(method: str) -> str:
+    return _MARKERS.get(method, "o")
+
+
+def display_label(method: str) -> str:
+    """The legend text of a method name (e.g. ``RF(Gamma*)`` -> RF(Gamma^*) in mathtext)."""
+    return _DISPLAY.get(method, method)
+
+
+def theory_line(ax: Axes, x: Sequence[float], y: Sequence[float], method: str, *,
+                label: str | None = None, linestyle: str = "-", linewidth: float = 1.6,
+                alpha: float = 1.0) -> None:
+    """A theory curve: solid line in the method's colour (``label=""`` hides it)."""
+    lab = display_label(method) if label is None else label
+    ax.plot(np.asarray(x, float), np.asarray(y, float), linestyle=linestyle,
+            color=method_color(method), linewidth=linewidth, alpha=alpha,
+            label=lab if lab else None)
+
+
+def sim_points(ax: Axes, x: Sequence[float], mean: Sequence[float],
+               sem: Sequence[float] | None, method: str, *, label: str | None = "",
+               markersize: float = 5.0) -> None:
+    """Simulation dots (mean over seeds) with SEM error bars (no legend entry by default, the
+    theory line of the same colour carries the label)."""
+    lab = display_label(method) if label is None else label
+    yerr = None if sem is None or not np.any(np.asarray(sem) > 0) else np.asarray(sem, float)
+    ax.errorbar(np.asarray(x, float), np.asarray(mean, float), yerr=yerr, fmt=_marker(method),
+                color=method_color(method), markersize=markersize, capsize=2, linewidth=1.0,
+                linestyle="none", label=lab if lab else None)
+
+
+def limit_line(ax: Axes, y: float, method: str, *, label: str | None = None) -> None:
+    """A dashed horizontal line (a large-n limit) in the method's colour."""
+    lab = display_label(method) if label is None else label
+    ax.axhline(float(y), linestyle="--", color=method_color(method), linewidth=1.4,
+               label=lab if lab else None)
+
+
+def bayes_line(ax: Axes, y: float, *, label: str = "MMSE") -> None:
+    """The dotted black Bayes-error line."""
+    ax.axhline(float(y), linestyle=":", color="black", linewidth=1.6, label=label)
+
+
+def width_axis(ax: Axes, d: int, *, xlabel: str = "Number of Hidden Units, N") -> None:
+    """Log-scale width axis with the vertical N = d line."""
+    ax.set_xscale("log")
+    ax.axvline(float(d), linestyle="-.", color="0.45", linewidth=1.2, label="N = d")
+    ax.set_xlabel(xlabel)
+
+
+def finish(ax: Axes, *, xlabel: str | None = None, ylabel: str = r"$R/R_0$",
+           ylim: tuple[float, float] | None = None, title: str | None = None,
+           legend_loc: str = "best") -> None:
+    """Axis labels, limits, title and a compact legend."""
+    if xlabel is not None:
+        ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    if title:
+        ax.set_title(title, fontsize=10)
+    handles, _ = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(loc=legend_loc, fontsize=8, frameon=False)
+    ax.figure.tight_layout()
+
+
+def series_points(ax: Axes, results, method: str, metric: str = "risk", *,
+                  label: str | None = "", **filters) -> bool:
+    """Dots of ``results.series(method, metric)`` (simulation rows); False if there are none."""
+    x, mean, sem, _ = results.series(method, metric, **filters)
+    if len(x) == 0:
+        return False
+    sim_points(ax, x, mean, sem, method, label=label)
+    return True
+
+
+def series_line(ax: Axes, results, method: str, metric: str = "risk", *,
+                label: str | None = None, linestyle: str = "-", **filters) -> bool:
+    """Line of the theory rows ``(method, metric)``; False if there are none."""
+    x, mean, _, _ = results.series(method, metric, kind="theory", **filters)
+    if len(x) == 0:
+        return False
+    theory_line(ax, x, mean, method, label=label, linestyle=linestyle)
+    return True
