@@ -43,10 +43,12 @@ from lazylab.kernels._inputs import GramStats, gram_stats, safe_reciprocal
 
 __all__ = ["arccos_j", "relu_power_nngp", "relu_power_ntk"]
 
-# Elements of one row block of cosines; 2^17 float32 values (512 KiB) stay in L2 cache while
-# the few elementwise passes of a block run, and blocks are large enough that the per-call
-# overhead of torch is negligible.
-_BLOCK_ELEMS = 1 << 17
+# Elements of one row block of cosines: 2^20 values (4 MiB in float32) stay in the last-level
+# cache while the few elementwise passes of a block run, and blocks are few enough (25 for
+# n = 5000) that the fixed cost of each multi-threaded torch call stays negligible even on a
+# busy machine, where many small parallel regions stall (measured: 2^16 was 10x slower
+# under load on 2 cores).
+_BLOCK_ELEMS = 1 << 20
 
 BlockFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], None]
 

@@ -1,0 +1,284 @@
+"""Shared machinery of the Ghorbani, Mei, Misiakiewicz, Montanari (2019) experiments.
+
+Every model of the paper with activation u^2 (or u^2 - 1) is a quadratic form
+
+    f(x) = c + x^T M x,
+
+so after training we read off (M, c) and score it exactly with the data model's
+``risk_of_quadratic`` (the population risk R of the paper's Eqs. (4)-(5), no test-sample
+noise), besides the test risk on fresh samples the paper reports.  The three regimes are
+trained on samples (spec Sec. 3.2):
+
+* RF (Eq. (2), sigma = u^2 - 1, no offset; spec C4): least squares on n samples through chunked
+  normal equations; M = W^T diag(a) W, c = -sum_i a_i.
+* NT (Eq. (3), sigma = u^2): f = c + sum_i 2 (w_i.x)(u_i.x), linear in (U, c).
+  - ``lstsq``: least squares on n samples.  The N d features (w_i.x) x_j span exactly the
+    quadratic forms x^T M x with M in S_W = {M sym : P_perp M P_perp = 0} (spec Sec. 2.2), and
+    least squares depends on the features only through their span, so we regress on a basis of
+    S_W: in coordinates z = V^T x with V = [Q, Q_perp] (Q an orthonormal basis of span W), the
+    monomials z_a z_b (a <= b <= k) and z_a z_b (a <= k < b), k = rank W.  That is
+    k(k+1)/2 + k(d-k) + 1 columns instead of N d + 1, with the identical fitted function.
+  - ``sgd``: one-pass SGD on the linearization (:class:`lazylab.models.LinearizedModel` of the
+    network at its random init), the paper's protocol; M = W^T U + U^T W.
+* NN: the network itself trained by one-pass minibatch SGD (:func:`lazylab.train.fit`) with the
+  companion code's schedule (lr, lr/10, lr/15; spec Sec. 3.3); M = W^T diag(a) W.
+
+Learning rates scale with the curvature of the loss along the identity direction of M,
+E[(x^T I x)^2]/d ~ d: for NN (qf) the Jacobian W -> M = W^T W has squared gain ~4 Tr(M)/d with
+Tr M ~ Tr B ~ sqrt(d), so a stable step is ~ 1/sqrt(d) (default 0.13/sqrt(d), 0.02 at d = 40);
+for NT the gain from U to M is ~ 2 sqrt(rho), so the step is ~ 1/(rho d) = 1/N (default 0.1/N).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from lazylab.data.mixture import GaussianMixture, diag_delta
+from lazylab.data.quadratic import QuadraticTarget, exponential_B
+from lazylab.models import LinearizedModel, TwoLayerNet, gaussian_weights
+from lazylab.solve import NormalEquations
+from lazylab.train import fit, ghorbani_paper
+
+__all__ = [
+    "Problem", "QuadForm", "qf_problem", "mg_problem", "draw_weights", "fit_rf", "fit_nt_lstsq",
+    "nt_basis_size", "train_nn", "train_nt_sgd", "test_risk", "nn_lr", "nt_lr", "SGDConfig",
+]
+
+Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class QuadForm:
+    """A trained model as f(x) = c + x^T M x (M symmetric float64 numpy, c float)."""
+
+    M: np.ndarray
+    c: float
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A data model of the paper with what the experiments need from it.
+
+    ``risk(q)`` is the exact population risk R/R0 of a quadratic form; ``sampler(dtype)``
+    returns a callable (n, generator) -> (X, y).
+    """
+
+    kind: str  # "qf" or "mg"
+    model: QuadraticTarget | GaussianMixture
+    r0: float
+
+    @property
+    def d(self) -> int:
+        return self.model.d
+
+    def risk(self, q: QuadForm) -> float:
+        return self.model.risk_of_quadratic(q.M, q.c) / self.r0
+
+    def sampler(self, dtype: torch.dtype = torch.float32) -> Sampler:
+        model = self.model
+
+        def draw(n: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+            return model.sample(n, gen, dtype=dtype)
+
+        return draw
+
+
+def qf_problem(d: int, seed: int) -> Problem:
+    """The quadratic target of Fig. 1: B = diag(Exp(1))/sqrt(d), b0 = -Tr B (centred)."""
+    target = QuadraticTarget(exponential_B(d, seed))
+    return Problem("qf", target, target.norm2())
+
+
+def mg_problem(d: int, seed: int) -> Problem:
+    """The mixture of Fig. 2: Sigma = I, Delta = diag(U{1, 1.5, 2})/sqrt(d); R0 = E y^2 = 1."""
+    return Problem("mg", GaussianMixture(diag_delta(d, seed)), 1.0)
+
+
+def draw_weights(d: int, N: int, gen: torch.Generator, *, covariance: np.ndarray | None = None,
+                 dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """(N, d) rows w_i ~ N(0, Gamma): Gamma = I/d ("(I)") or ``covariance`` (e.g. B / Tr B)."""
+    if covariance is None:
+        return gaussian_weights(d, N, weight_std=d ** -0.5, generator=gen, dtype=dtype)
+    return gaussian_weights(d, N, covariance=torch.as_tensor(covariance), generator=gen,
+                            dtype=dtype)
+
+
+# ------------------------------------------------------------------------------- least squares
+def _accumulate(ne: NormalEquations, features: Callable[[torch.Tensor], torch.Tensor],
+                sampler: Sampler, n: int, chunk: int, gen: torch.Generator) -> None:
+    done = 0
+    while done < n:
+        k = min(chunk, n - done)
+        X, y = sampler(k, gen)
+        ne.add(features(X), y)
+        done += k
+
+
+def fit_rf(W: torch.Tensor, sampler: Sampler, n: int, chunk: int,
+           gen: torch.Generator) -> tuple[QuadForm, float]:
+    """Least-squares RF fit on n samples, features sigma(w_i.x) = (w_i.x)^2 - 1, no offset.
+
+    Returns the fitted model as a quadratic form (M = W^T diag(a) W, c = -sum a) and the
+    training mean squared error.
+    """
+    W = W.to(torch.float64)
+    ne = NormalEquations(W.shape[0], device=W.device)
+    _accumulate(ne, lambda X: (X.to(W) @ W.T) ** 2 - 1.0, sampler, n, chunk, gen)
+    a = ne.solve()
+    train = float(ne.residual(a))
+    Wn, an = W.cpu().numpy(), a.cpu().numpy()
+    return QuadForm((Wn.T * an) @ Wn, -float(an.sum())), train
+
+
+def nt_basis_size(d: int, N: int) -> int:
+    """Columns of the NT least-squares basis: k(k+1)/2 + k(d-k) + 1 with k = min(N, d)."""
+    k = min(int(N), int(d))
+    return k * (k + 1) // 2 + k * (d - k) + 1
+
+
+def fit_nt_lstsq(W: torch.Tensor, sampler: Sampler, n: int, chunk: int,
+                 gen: torch.Generator) -> tuple[QuadForm, float]:
+    """Least-squares fit of the NT class F_NT(W) (Eq. (3)) on n samples, in a basis of S_W.
+
+    See the module docstring: the basis spans the same functions as the N d features
+    (w_i.x) x_j (plus the constant), so the fitted function is the NT least-squares fit.
+    Returns (quadratic form, training mean squared error).
+    """
+    W = W.to(torch.float64)
+    d = W.shape[1]
+    U, s, _ = torch.linalg.svd(W.T, full_matrices=True)
+    k = int((s > max(W.shape) * torch.finfo(torch.float64).eps * s[0]).sum())
+    iu, ju = torch.triu_indices(k, k, device=W.device)
+
+    def features(X: torch.Tensor) -> torch.Tensor:
+        Z = X.to(W) @ U
+        u, v = Z[:, :k], Z[:, k:]
+        cols = [u[:, iu] * u[:, ju], (u.unsqueeze(2) * v.unsqueeze(1)).reshape(len(X), -1),
+                torch.ones(len(X), 1, dtype=W.dtype, device=W.device)]
+        return torch.cat(cols, dim=1)
+
+    p = iu.numel() + k * (d - k) + 1
+    ne = NormalEquations(p, device=W.device)
+    _accumulate(ne, features, sampler, n, chunk, gen)
+    coef = ne.solve()
+    train = float(ne.residual(coef))
+    coef = coef.cpu()
+    nq = iu.numel()
+    Mz = torch.zeros(d, d, dtype=torch.float64)
+    # z_a z_b with a < b appears once, so its coefficient is 2 Mz[a, b]; likewise z_a z_b
+    # across the two blocks.
+    Mz[iu, ju] = coef[:nq] / torch.where(iu == ju, 1.0, 2.0).to(coef)
+    Mz[ju, iu] = Mz[iu, ju]
+    R = coef[nq:nq + k * (d - k)].reshape(k, d - k) / 2
+    Mz[:k, k:] = R
+    Mz[k:, :k] = R.T
+    Uc = U.cpu()
+    M = (Uc @ Mz @ Uc.T).numpy()
+    return QuadForm(0.5 * (M + M.T), float(coef[-1])), train
+
+
+def test_risk(q: QuadForm, sampler: Sampler, n: int, chunk: int, gen: torch.Generator,
+              r0: float, device: torch.device) -> float:
+    """Mean of (y - c - x^T M x)^2 over n fresh samples, divided by R0 (the paper's test error)."""
+    M = torch.as_tensor(q.M, dtype=torch.float64, device=device)
+    total, done = 0.0, 0
+    while done < n:
+        k = min(chunk, n - done)
+        X, y = sampler(k, gen)
+        X = X.to(M)
+        f = q.c + ((X @ M) * X).sum(1)
+        total += float(((y.to(M) - f) ** 2).sum())
+        done += k
+    return total / n / r0
+
+
+# ------------------------------------------------------------------------------- SGD
+@dataclass(frozen=True)
+class SGDConfig:
+    """One-pass minibatch SGD: steps, batch, base lr, schedule tails (fractions of steps)."""
+
+    steps: int
+    batch_size: int
+    lr: float
+    tail_fraction: float
+
+    def schedule(self):
+        tail = int(round(self.tail_fraction * self.steps))
+        return ghorbani_paper(self.steps, tail, tail)
+
+
+def nn_lr(d: int, lr: float | None) -> float:
+    """NN step size: ``lr`` or the default 0.13/sqrt(d) (module docstring)."""
+    return float(lr) if lr is not None else 0.13 / math.sqrt(d)
+
+
+def nt_lr(N: int, lr: float | None) -> float:
+    """NT step size: ``lr`` or the default 0.1/N (module docstring)."""
+    return float(lr) if lr is not None else 0.1 / N
+
+
+def train_nn(problem: Problem, N: int, cfg: SGDConfig, init_scale: float, gen: torch.Generator,
+             device: torch.device, *, log_steps: list[int] | None = None,
+             on_eval: Callable[[QuadForm], dict[str, float]] | None = None):
+    """Train the paper's NN by one-pass SGD on fresh samples; returns (QuadForm, History).
+
+    qf (Theorem 3): f = sum_i (w_i.x)^2 + c, second layer fixed to 1.  mg (Theorem 6):
+    f = sum_i a_i (w_i.x)^2 + c with a trained from a = 0 (companion code), so each neuron's
+    sign is learned; a +1 start would leave positive neurons stuck at w = 0, a local minimum
+    for them when Delta is positive definite.  First layer w_i ~ N(0, s^2 I/max(N, d)) with
+    s = ``init_scale``: small, so f starts near 0 and M = W^T W has eigenvalues ~ s^2 at any
+    width (spec Sec. 8 item 7).
+    """
+    d = problem.d
+    mg = problem.kind == "mg"
+    net = TwoLayerNet(d, N, activation="quad", scaling="none", a_init="ones",
+                      weight_std=init_scale / math.sqrt(max(N, d)), train_second=mg,
+                      bias=True, generator=gen, device=device, dtype=torch.float32)
+    if mg:
+        with torch.no_grad():
+            net.a.zero_()
+
+    def quad() -> QuadForm:
+        Wn = net.W.detach().double().cpu().numpy()
+        an = (net.scale * net.a.detach()).double().cpu().numpy()
+        return QuadForm((Wn.T * an) @ Wn, float(net.c.detach()))
+
+    hist = fit(net, sampler=problem.sampler(), loss="mse", optimizer="one_pass", lr=cfg.lr,
+               steps=cfg.steps, batch_size=cfg.batch_size, schedule=cfg.schedule(),
+               log_steps=log_steps if log_steps is not None else [cfg.steps],
+               eval_fn=(lambda _m: on_eval(quad())) if on_eval is not None else None,
+               generator=gen)
+    return quad(), hist
+
+
+def train_nt_sgd(problem: Problem, N: int, cfg: SGDConfig, gen: torch.Generator,
+                 device: torch.device, *, log_steps: list[int] | None = None,
+                 on_eval: Callable[[QuadForm], dict[str, float]] | None = None):
+    """Train the NT model (linearization at w_i ~ N(0, I/d), U = 0) by one-pass SGD.
+
+    Returns (QuadForm, History, W) with W the (N, d) random first layer.
+    """
+    d = problem.d
+    net = TwoLayerNet(d, N, activation="quad", scaling="none", a_init="ones",
+                      weight_std=d ** -0.5, bias=True, generator=gen, device=device,
+                      dtype=torch.float32)
+    lin = LinearizedModel(net, include_f0=False, wrt=("W", "c"))
+    W = lin.base.W.detach()
+
+    def quad() -> QuadForm:
+        Wn = W.double().cpu().numpy()
+        Un = lin.direction["W"].detach().double().cpu().numpy()
+        M = Wn.T @ Un
+        return QuadForm(M + M.T, float(lin.direction["c"].detach()))
+
+    hist = fit(lin, sampler=problem.sampler(), loss="mse", optimizer="one_pass", lr=cfg.lr,
+               steps=cfg.steps, batch_size=cfg.batch_size, schedule=cfg.schedule(),
+               log_steps=log_steps if log_steps is not None else [cfg.steps],
+               eval_fn=(lambda _m: on_eval(quad())) if on_eval is not None else None,
+               generator=gen)
+    return quad(), hist, W

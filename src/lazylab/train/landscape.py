@@ -1,0 +1,158 @@
+"""Landscape checks of Bai & Lee (2020), Sec. 4: directional derivatives, Hessian forms along
+randomly signed directions, and the inequalities of Lemma 1, Theorem 2 and Corollary 3.
+
+For a risk R(W) and a planted W* (rows w*_r), with Sigma' = diag(iid Unif{+-1}):
+
+    E_Sigma' grad^2 R(W)[W* Sigma', W* Sigma'] = sum_r grad^2 R(W)[e_r w*_r, e_r w*_r]
+
+(the cross terms r != s average to 0), and the landscape inequality reads
+
+    E_Sigma' grad^2 R(W)[W* Sigma', W* Sigma'] <= <grad R(W), W> - 2 (R(W) - OPT) + err.   (*)
+
+For the clean risk L^Q (Lemma 1; spec Sec. 3.3) the left side splits exactly into
+
+    term I  = (2/n) sum_i l'(y_i, f^Q_W(x_i)) f^Q_{W*}(x_i)      (Sigma' D_i Sigma' = D_i)
+    E term II = (1/n) sum_i l''(y_i, f^Q_W(x_i)) s_m^2 sum_r a_r^2 sigma''(w0_r.x_i)^2
+                (w_r . x_i)^2 (w*_r . x_i)^2 >= 0,
+
+and convexity plus 2-homogeneity give term I <= <grad L^Q(W), W> - 2 (L^Q(W) - L^Q(W*)), so
+(*) holds with err = E term II = O(||W||_{2,4}^2 ||W*||_{2,4}^2 / m).
+
+Derivatives use autograd on a leaf parameter: set its value, then call the helpers with a
+closure ``risk()`` that evaluates the objective at the parameter's current value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from lazylab.models.two_layer import TwoLayerNet
+from lazylab.train.losses import LossFn, get_loss
+from lazylab.train.randomized_risk import quadratic_risk
+
+__all__ = [
+    "directional_derivatives",
+    "expected_sign_hessian_form",
+    "landscape_gap",
+    "lemma1_terms",
+    "loss_derivatives",
+]
+
+Risk = Callable[[], torch.Tensor]
+
+
+def loss_derivatives(loss: str | LossFn, pred: torch.Tensor, y: torch.Tensor,
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-sample (l'(y_i, z_i), l''(y_i, z_i)) in z of a separable, mean-reduced loss.
+
+    Autograd of loss(z, y) = (1/n) sum_i l(y_i, z_i): the gradient is l'_i / n and, the terms
+    being separable, the gradient of its sum is the Hessian diagonal l''_i / n.
+    """
+    fn = get_loss(loss)
+    n = pred.shape[0]
+    with torch.enable_grad():
+        z = pred.detach().clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(fn(z, y), z, create_graph=True)
+        (h,) = torch.autograd.grad(g.sum(), z, allow_unused=True)
+    h = torch.zeros_like(z) if h is None else h
+    return (n * g).detach(), (n * h).detach()
+
+
+def directional_derivatives(risk: Risk, param: torch.Tensor, V: torch.Tensor,
+                            ) -> tuple[float, float, float]:
+    """(R(W), <grad R(W), V>, grad^2 R(W)[V, V]) at the current value W of ``param``."""
+    if V.shape != param.shape:
+        raise ValueError(f"V must have the shape of the parameter {tuple(param.shape)}; got "
+                         f"{tuple(V.shape)}")
+    with torch.enable_grad():
+        val = risk()
+        (g,) = torch.autograd.grad(val, param, create_graph=True)
+        d1 = (g * V).sum()
+        (hv,) = torch.autograd.grad(d1, param, allow_unused=True)
+    d2 = 0.0 if hv is None else float((hv * V).sum())
+    return float(val), float(d1), d2
+
+
+def expected_sign_hessian_form(risk: Risk, param: torch.Tensor, W_star: torch.Tensor, *,
+                               n_draws: int | None = None,
+                               generator: torch.Generator | None = None,
+                               ) -> tuple[float, float]:
+    """(E_Sigma' grad^2 R(W)[W* Sigma', W* Sigma'], its standard error) at the parameter's W.
+
+    Exact (standard error 0) when ``n_draws`` is None: the sum over rows r of the Hessian form
+    along e_r w*_r (one Hessian-vector product per row, for small m). Otherwise the mean over
+    ``n_draws`` random sign vectors.
+    """
+    if W_star.shape != param.shape or W_star.dim() != 2:
+        raise ValueError(f"W_star must have the parameter's (m, d) shape {tuple(param.shape)}")
+    with torch.enable_grad():
+        (g,) = torch.autograd.grad(risk(), param, create_graph=True)
+
+        def form(V: torch.Tensor) -> float:
+            (hv,) = torch.autograd.grad((g * V).sum(), param, retain_graph=True,
+                                        allow_unused=True)
+            return 0.0 if hv is None else float((hv * V).sum())
+
+        if n_draws is None:
+            total = 0.0
+            for r in range(W_star.shape[0]):
+                if bool((W_star[r] != 0).any()):
+                    V = torch.zeros_like(W_star)
+                    V[r] = W_star[r]
+                    total += form(V)
+            return total, 0.0
+        if generator is None or int(n_draws) < 2:
+            raise ValueError("n_draws >= 2 and a generator are needed for the Monte Carlo form")
+        vals = []
+        for _ in range(int(n_draws)):
+            s = torch.randint(0, 2, (W_star.shape[0],), generator=generator,
+                              device=generator.device)
+            vals.append(form((2 * s - 1).to(W_star).unsqueeze(1) * W_star))
+    t = torch.tensor(vals, dtype=torch.float64)
+    return float(t.mean()), float(t.std() / math.sqrt(len(vals)))
+
+
+def landscape_gap(risk: Risk, param: torch.Tensor, W_star: torch.Tensor, opt: float, *,
+                  n_draws: int | None = None,
+                  generator: torch.Generator | None = None) -> dict[str, float]:
+    """Both sides of (*) at the parameter's current value W (Theorem 2 / Corollary 3).
+
+    Returns lhs = E_Sigma' grad^2 R[W* Sigma', W* Sigma'] (and its standard error ``lhs_se``),
+    rhs = <grad R(W), W> - 2 (R(W) - opt) and violation = lhs - rhs (<= err when (*) holds).
+    """
+    lhs, se = expected_sign_hessian_form(risk, param, W_star, n_draws=n_draws,
+                                         generator=generator)
+    val, d1, _ = directional_derivatives(risk, param, param.detach().clone())
+    rhs = d1 - 2.0 * (val - opt)
+    return {"lhs": lhs, "lhs_se": se, "rhs": rhs, "violation": lhs - rhs, "risk": val,
+            "grad_dot_w": d1}
+
+
+def lemma1_terms(net: TwoLayerNet, X: torch.Tensor, y: torch.Tensor, U: torch.Tensor,
+                 U_star: torch.Tensor, loss: str | LossFn = "logistic") -> dict[str, float]:
+    """The exact pieces of Lemma 1 for the clean risk L^Q at U with planted U*.
+
+    Returns term_I, term_II (= E_Sigma term II), lhs = term_I + term_II,
+    rhs = <grad L^Q(U), U> - 2 (L^Q(U) - L^Q(U*)) (computed by autograd, independently of the
+    2-homogeneity used in the proof), and the values L^Q(U), L^Q(U*).
+    """
+    Z0 = net.preactivation(X)
+    D2 = net.act.deriv(Z0, 2)
+    with torch.no_grad():
+        fq = net.taylor_terms(X, U, 2)[2]
+        fq_star = net.taylor_terms(X, U_star, 2)[2]
+        l1, l2 = loss_derivatives(loss, fq, y)
+        term_I = float(2.0 * (l1 * fq_star).mean())
+        V, Vs = X @ U.T, X @ U_star.T
+        inner = net.scale**2 * ((D2 * V * Vs) ** 2 @ net.a**2)
+        term_II = float((l2 * inner).mean())
+        lq_star = float(quadratic_risk(net, X, y, U_star, loss))
+    Uvar = U.detach().clone().requires_grad_(True)
+    val, d1, _ = directional_derivatives(lambda: quadratic_risk(net, X, y, Uvar, loss), Uvar,
+                                         U.detach())
+    rhs = d1 - 2.0 * (val - lq_star)
+    return {"term_I": term_I, "term_II": term_II, "lhs": term_I + term_II, "rhs": rhs,
+            "risk": val, "risk_star": lq_star}
