@@ -25,19 +25,15 @@ from lazylab.models import TwoLayerNet
 from lazylab.seeding import torch_generator
 
 
-def _median_time(fn: Callable[[], torch.Tensor], repeats: int, device: torch.device
-                 ) -> tuple[float, torch.Tensor]:
-    out = fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        out = fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+def _timed(fn: Callable[[], torch.Tensor], device: torch.device
+           ) -> tuple[float, torch.Tensor]:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    out = fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - t0, out
 
 
 def tutorial_ntk(net: torch.nn.Module, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
@@ -63,26 +59,38 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=500)
     ap.add_argument("--d", type=int, default=100)
     ap.add_argument("--width", type=int, default=4096)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--tutorial-repeats", type=int, default=3)
     ap.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     gen = torch_generator(0, device)
     net = TwoLayerNet(args.d, args.width, generator=gen, device=device)  # float32
     X = torch.randn(args.n, args.d, generator=gen, device=device)
 
-    t_ours, K_ours = _median_time(lambda: empirical_ntk(net, X, trained="first"),
-                                  args.repeats, device)
-    t_tut, K_tut = _median_time(lambda: tutorial_ntk(net, X, X), args.tutorial_repeats,
-                                device)
+    def ours() -> torch.Tensor:
+        return empirical_ntk(net, X, trained="first")
+
+    # warm-up, then interleave: each tutorial run is surrounded by runs of ours, so that a
+    # change of machine load hits both alike
+    K_ours, K_tut = ours(), tutorial_ntk(net, X, X)
+    t_ours_all, t_tut_all = [], []
+    per_round = max(1, args.repeats // args.tutorial_repeats)
+    for _ in range(args.tutorial_repeats):
+        for _ in range(per_round):
+            t_ours_all.append(_timed(ours, device)[0])
+        t_tut_all.append(_timed(lambda: tutorial_ntk(net, X, X), device)[0])
+    t_ours, t_tut = statistics.median(t_ours_all), statistics.median(t_tut_all)
     diff = float((K_ours - K_tut).abs().max())
     scale = float(K_tut.abs().max())
 
     print(f"device={device} n={args.n} d={args.d} width={args.width} dtype=float32 "
           f"threads={torch.get_num_threads()} (trained='first', W only, as in the tutorial)")
     print(f"lazylab empirical_ntk (structured) : {t_ours * 1e3:10.1f} ms (median of "
-          f"{args.repeats})")
+          f"{len(t_ours_all)})")
     print(f"tutorial jacrev + vmap + einsum    : {t_tut * 1e3:10.1f} ms (median of "
           f"{args.tutorial_repeats})")
     print(f"speed-up                           : {t_tut / t_ours:10.1f}x   (target >= 100x)")

@@ -23,15 +23,16 @@ def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
         raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
 
 
-def check_pair(X: torch.Tensor, Z: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Validate (X, Z) and return them with Z on X's device and dtype (Z = X when None)."""
+def check_pair(X: torch.Tensor, Z: torch.Tensor | None
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Validate (X, Z) and return them with Z on X's device and dtype (None stays None)."""
     if not isinstance(X, torch.Tensor) or X.ndim != 2:
         raise ValueError(f"X must be a 2-D torch tensor of shape (n, d); got "
                          f"{getattr(X, 'shape', type(X).__name__)}")
     if not X.is_floating_point():
         raise ValueError(f"X must be a floating-point tensor; got dtype {X.dtype}")
     if Z is None:
-        return X, X
+        return X, None
     if not isinstance(Z, torch.Tensor) or Z.ndim != 2:
         raise ValueError(f"Z must be a 2-D torch tensor of shape (n', d); got "
                          f"{getattr(Z, 'shape', type(Z).__name__)}")

@@ -20,9 +20,10 @@ and for k = s = 1 the latter is Arora et al. (2019)'s Gram matrix (their Eq. (3)
 
     H_inf(x, z) = x.z (pi - arccos rho) / (2 pi) = x.z (1/4 + arcsin(rho) / (2 pi)).
 
-The dense (n, n') part is done in place on the Gram matrix, one row block at a time, so the
-cosines of a block live in a small reusable buffer (in cache) instead of a second n x n' array:
-for n = 5000 the relu NTK then costs little more than the matrix product X Z^T itself.
+The dense (n, n') part is done in place on the Gram matrix, a few row blocks at a time, so the
+cosines of a block live in a reusable scratch buffer instead of a second n x n' array, and the
+relu NTK takes two passes per block: for n = 5000 it costs little more than X Z^T itself
+(bench/bench_ntk.py).
 
 Example
 -------
@@ -39,16 +40,17 @@ from collections.abc import Callable
 
 import torch
 
-from lazylab.kernels._inputs import GramStats, gram_stats, safe_reciprocal
+from lazylab.kernels._inputs import GramStats, check_pair, gram_stats, safe_reciprocal
 
 __all__ = ["arccos_j", "relu_power_nngp", "relu_power_ntk"]
 
-# Elements of one row block of cosines: 2^20 values (4 MiB in float32) stay in the last-level
-# cache while the few elementwise passes of a block run, and blocks are few enough (25 for
-# n = 5000) that the fixed cost of each multi-threaded torch call stays negligible even on a
-# busy machine, where many small parallel regions stall (measured: 2^16 was 10x slower
-# under load on 2 cores).
-_BLOCK_ELEMS = 1 << 20
+# Row blocks of the cosines: at most _MAX_BLOCKS blocks, each of at least _MIN_BLOCK elements.
+# Blocking keeps the scratch buffer at 1/8 of the output (a full-size second n x n' array
+# costs more in page faults than the elementwise passes themselves), while few blocks keep
+# the number of multi-threaded torch calls small: on a busy machine each parallel region can
+# stall for a scheduler time slice, and 2^16-element blocks were measured 10x slower there.
+_MAX_BLOCKS = 8
+_MIN_BLOCK = 1 << 18
 
 BlockFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], None]
 
@@ -76,7 +78,8 @@ def _map_cosines(st: GramStats, fn: BlockFn) -> torch.Tensor:
     G, nx, nz = st.G, st.nx, st.nz
     n, n2 = G.shape
     rx, rz = safe_reciprocal(nx), safe_reciprocal(nz)
-    rows = max(1, min(n, _BLOCK_ELEMS // max(n2, 1)))
+    block = max(_MIN_BLOCK, -(-n * n2 // _MAX_BLOCKS))
+    rows = max(1, min(n, block // max(n2, 1)))
     buf = G.new_empty(rows, n2)
     for i0 in range(0, n, rows):
         i1 = min(n, i0 + rows)
@@ -90,10 +93,11 @@ def _map_cosines(st: GramStats, fn: BlockFn) -> torch.Tensor:
     return G
 
 
-def _relu_first(g: torch.Tensor, rho: torch.Tensor, nx: torch.Tensor, nz: torch.Tensor) -> None:
-    # H = g (1/4 + arcsin(rho) / (2 pi)); arcsin avoids the extra "pi -" pass of arccos.
-    rho.asin_().mul_(1 / (2 * math.pi)).add_(0.25)
-    g.mul_(rho)
+def _relu_first_quarter(g: torch.Tensor, rho: torch.Tensor, nx: torch.Tensor,
+                        nz: torch.Tensor) -> None:
+    # Called on g = G/4 (the Gram matrix of X/2 and Z/2): H = G (1/4 + arcsin(rho) / (2 pi))
+    # = g + (2/pi) g arcsin(rho), two passes (arcsin avoids the "pi -" pass of arccos).
+    g.addcmul_(g, rho.asin_(), value=2 / math.pi)
 
 
 def _relu_both(g: torch.Tensor, rho: torch.Tensor, nx: torch.Tensor, nz: torch.Tensor) -> None:
@@ -123,6 +127,7 @@ def relu_power_nngp(X: torch.Tensor, Z: torch.Tensor | None = None, *, power: in
     """
     if int(power) != power or power < 0:
         raise ValueError(f"power must be a non-negative integer; got {power!r}")
+    X, Z = check_pair(X, Z)
     c = scale * scale / (2 * math.pi)
 
     def fn(g: torch.Tensor, rho: torch.Tensor, nx: torch.Tensor, nz: torch.Tensor) -> None:
@@ -144,9 +149,14 @@ def relu_power_ntk(X: torch.Tensor, Z: torch.Tensor | None = None, *, power: int
         raise ValueError(f"power must be a positive integer for the NTK; got {power!r}")
     if trained not in ("first", "both"):
         raise ValueError(f"trained must be one of first, both; got {trained!r}")
-    st = gram_stats(X, Z)
+    X, Z = check_pair(X, Z)
     if power == 1 and scale == 1.0:
-        return _map_cosines(st, _relu_first if trained == "first" else _relu_both)
+        if trained == "first":
+            # halving is exact in floating point and folds the 1/4 into the matrix product
+            return _map_cosines(gram_stats(X / 2, None if Z is None else Z / 2),
+                                _relu_first_quarter)
+        return _map_cosines(gram_stats(X, Z), _relu_both)
+    st = gram_stats(X, Z)
     c = scale * scale / (2 * math.pi)
     k = int(power)
 

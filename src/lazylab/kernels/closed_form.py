@@ -49,8 +49,8 @@ def _prepare(X: torch.Tensor, Z: torch.Tensor | None, activation: str | Activati
              method: str) -> tuple[Activation, torch.Tensor, torch.Tensor | None]:
     act = get_activation(activation)
     check_choice("method", method, _METHODS)
-    X, Zc = check_pair(X, Z)
-    return act, X, (None if Z is None else Zc)
+    X, Z = check_pair(X, Z)
+    return act, X, Z
 
 
 def _nngp(act: Activation, X: torch.Tensor, Z: torch.Tensor | None, method: str

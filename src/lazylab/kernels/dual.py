@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 import torch
 
-from lazylab.kernels._inputs import gram_stats
+from lazylab.kernels._inputs import check_pair, gram_stats
 
 __all__ = ["gaussian_moment", "poly_dual", "erf_dual", "sin_dual", "poly_derivative"]
 
@@ -66,7 +66,7 @@ def poly_derivative(coef: Sequence[float]) -> tuple[float, ...]:
 
 def _moments(X: torch.Tensor, Z: torch.Tensor | None
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    st = gram_stats(X, Z)
+    st = gram_stats(*check_pair(X, Z))
     return (st.nx**2)[:, None], (st.nz**2)[None, :], st.G
 
 

@@ -29,7 +29,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -100,6 +100,14 @@ def _check_inputs(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None
     return X, Z
 
 
+def _derivative(net: TwoLayerNet, U: torch.Tensor) -> torch.Tensor:
+    """sigma'(U); for plain relu a single 0/1 cast, skipping the generic path's extra pass."""
+    if net.act.relu_power == 1 and net.act.relu_scale == 1.0:
+        return (U > 0).to(U.dtype)
+    return net.act.deriv(U, 1)
+
+
+@torch.no_grad()
 def _two_layer_ntk(net: TwoLayerNet, X: torch.Tensor, Z: torch.Tensor | None,
                    names: set[str], chunk_elems: int) -> torch.Tensor:
     """Structured empirical NTK of a TwoLayerNet, chunked over hidden units."""
@@ -118,8 +126,8 @@ def _two_layer_ntk(net: TwoLayerNet, X: torch.Tensor, Z: torch.Tensor | None,
             UX = X @ Wc.T
             UZ = UX if Z is None else Zm @ Wc.T
             if first:
-                DX = net.act.deriv(UX, 1)
-                DZ = DX if Z is None else net.act.deriv(UZ, 1)
+                DX = _derivative(net, UX)
+                DZ = DX if Z is None else _derivative(net, UZ)
                 K1.addmm_(DX * a2[r0:r0 + chunk] if weighted else DX, DZ.T)
                 del DX, DZ
             if second:
@@ -134,7 +142,8 @@ def _two_layer_ntk(net: TwoLayerNet, X: torch.Tensor, Z: torch.Tensor | None,
     return out
 
 
-def _jacobian_fn(net: nn.Module, names: list[str], x0: torch.Tensor):
+def _jacobian_fn(net: nn.Module, names: list[str], x0: torch.Tensor
+                 ) -> tuple[Callable[[torch.Tensor], torch.Tensor], int, int]:
     """(per-example flattened Jacobian function, number of parameters P, outputs k)."""
     tensors = {k: v.detach() for k, v in
                (dict(net.named_parameters()) | dict(net.named_buffers())).items()}

@@ -6,8 +6,9 @@ E[sigma^(k)(g)] = E[sigma(g) He_k(g)] = lambda_k, the Hermite coefficient of sig
 relu^3/6, whose 4th derivative is a Dirac mass: lambda_4 = phi(0) = 1/sqrt(2 pi)).
 
 * Coupling (Sec. 3, spec C4), coherent W = m^{-1/4} v on the a = +1 half, t = v . x:
-  |f^L_W| ~ m^{1/4} |lambda_1| |t| / 2,          |f^Q_W| -> |lambda_2| t^2 / 4,
-  std_Sigma f ~ m^{-1/4} sqrt(E sigma'(g)^2 / 2) |t|, |E_Sigma f - f^Q| ~ m^{-1/2} |lambda_4| t^4 / 48,
+  |f^L_W| ~ m^{1/4} |lambda_1| |t| / 2,   |f^Q_W| -> |lambda_2| t^2 / 4,
+  std_Sigma f ~ m^{-1/4} sqrt(E sigma'(g)^2 / 2) |t|,
+  |E_Sigma f - f^Q| ~ m^{-1/2} |lambda_4| t^4 / 48,
   i.e. log-log slopes +1/4, 0, -1/4, -1/2 (:data:`COUPLING_SLOPES`). [ADDED derivations: law of
   large numbers over the m/2 moved neurons; the even Taylor terms of E_Sigma f start at f^(4).]
 * Order-k randomization (Sec. 6, spec C15), w*_r = M^{-1/(2k)} v on M pairs, library prefactor
@@ -29,22 +30,28 @@ import numpy as np
 import torch
 
 from lazylab.activations import Activation, get_activation
+from lazylab.data.harmonics import hermite_e
 from lazylab.models.bailee_constructions import relu_hermite_coefficient, representable_exponent
+from lazylab.models.randomized import moment_matched_pair
 
 __all__ = [
     "COUPLING_SLOPES",
     "XOR_NSTAR_SLOPES",
     "coupling_predictions",
     "derivative_mean",
+    "folded_normal_mean",
     "gaussian_mean",
     "higher_order_limit",
     "higher_order_slopes",
+    "higher_order_term_stats",
     "init_norm_bound",
     "relu_kernel",
     "relu_kernel_coefficient",
     "relu_kernel_coefficient_lower_bound",
+    "representer_errors",
     "representer_norm_bound",
     "representer_norm_limit",
+    "representer_norm_sd",
 ]
 
 #: Predicted log-log slopes in m of the coupling quantities (Sec. 3; spec C4).
@@ -54,7 +61,7 @@ COUPLING_SLOPES: dict[str, float] = {"f_L": 0.25, "f_Q": 0.0, "std over signs": 
 #: Predicted slopes of log n* against log d on 2-XOR (Sec. 5.2): Theta~(d) samples for the
 #: randomized / quadratic model (upper bound), Omega(d^2) for the NTK (Wei et al. 2019 lower
 #: bound).
-XOR_NSTAR_SLOPES: dict[str, float] = {"randomized": 1.0, "QuadNTK": 1.0, "NTK": 2.0}
+XOR_NSTAR_SLOPES: dict[str, float] = {"randomized net": 1.0, "QuadNTK": 1.0, "NTK": 2.0}
 
 
 @lru_cache(maxsize=4)
@@ -125,8 +132,58 @@ def higher_order_slopes(k: int) -> dict[int, float]:
     return out
 
 
+def folded_normal_mean(mu: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """E|N(mu, sd^2)| = sd sqrt(2/pi) exp(-mu^2 / (2 sd^2)) + mu (1 - 2 Phi(-mu / sd))."""
+    from scipy.special import ndtr
+
+    mu, sd = np.broadcast_arrays(np.asarray(mu, float), np.asarray(sd, float))
+    out = np.abs(mu).astype(float)
+    pos = sd > 0
+    z = mu[pos] / sd[pos]
+    out[pos] = sd[pos] * math.sqrt(2 / math.pi) * np.exp(-z * z / 2) + mu[pos] * (1 - 2 * ndtr(-z))
+    return out
+
+
+def higher_order_term_stats(activation: str | Activation, k: int, j: int, t: np.ndarray,
+                            pairs: float, prefactor_ratio: float = 1 / math.sqrt(2),
+                            ) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation of f^(j)(x) under the order-k randomization, per t = v . x.
+
+    f^(j) = s sum_{r <= M} sigma^(j)(g_r) / j! Delta_{j,r} (M^{-1/(2k)} t)^j with g_r ~ N(0, 1)
+    iid and Delta_j = z+^j - z-^j (z+ and z- independent, :func:`moment_matched_pair`), so with
+    s sqrt(M) = ``prefactor_ratio``:
+
+        mean = ratio sqrt(M) lambda_j E[Delta_j] / j! M^{-j/(2k)} t^j,
+        var  = ratio^2 (E[sigma^(j)(g)^2] E[Delta_j^2] - lambda_j^2 E[Delta_j]^2) / j!^2
+               M^{-j/k} t^{2j}.
+
+    For j = k the mean is the limit of :func:`higher_order_limit` and the sd is O(M^{-1/2});
+    for j < k the mean is 0 and the sd is O(M^{-j/(2k)}) (spec C15).
+    """
+    act = get_activation(activation)
+    pair = moment_matched_pair(k)
+
+    def law_moment(nodes: tuple[float, ...], probs: tuple[float, ...], q: int) -> float:
+        return sum(pr * z**q for z, pr in zip(nodes, probs, strict=True))
+
+    plus, minus = (pair.plus_nodes, pair.plus_probs), (pair.minus_nodes, pair.minus_probs)
+    e_delta = pair.moment_gap(j)
+    e_delta2 = (law_moment(*plus, 2 * j) + law_moment(*minus, 2 * j)
+                - 2 * law_moment(*plus, j) * law_moment(*minus, j))
+    lam = derivative_mean(act, j)
+    e_d2 = gaussian_mean(lambda u: act.deriv(u, j) ** 2)
+    t = np.asarray(t, float)
+    fact = math.factorial(j)
+    mean = prefactor_ratio * math.sqrt(pairs) * lam * e_delta / fact \
+        * pairs ** (-j / (2 * k)) * t**j
+    var = prefactor_ratio**2 * max(e_d2 * e_delta2 - (lam * e_delta) ** 2, 0.0) / fact**2 \
+        * pairs ** (-j / k) * t ** (2 * j)
+    return mean, np.sqrt(var)
+
+
 def relu_kernel(u: np.ndarray | float) -> np.ndarray:
-    """K(u) = E[relu(Z1) relu(Z2)], corr(Z1, Z2) = u: (u (pi - arccos u) + sqrt(1 - u^2)) / (2 pi)."""
+    """K(u) = E[relu(Z1) relu(Z2)] for corr(Z1, Z2) = u:
+    (u (pi - arccos u) + sqrt(1 - u^2)) / (2 pi)."""
     u = np.clip(np.asarray(u, dtype=float), -1.0, 1.0)
     return (u * (math.pi - np.arccos(u)) + np.sqrt(1 - u * u)) / (2 * math.pi)
 
@@ -176,6 +233,55 @@ def representer_norm_bound(p: int, alpha: float, beta_norm: float, B_x: float = 
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1); got {delta!r}")
     return 32 * math.pi * max(q**3, 1) * alpha**2 * B_x ** (2 * q) * beta_norm ** (2 * p) / delta
+
+
+def representer_norm_sd(p: int, alpha: float, beta_norm: float, B_x: float,
+                        m: int) -> float:
+    """Standard deviation over W0 of ||W*||_{2,4}^4 = 8 ||beta||^4 mean_{m/2 pairs} a(w0)^2:
+    8 ||beta||^4 A^2 sd(He_q(G)^2) / sqrt(m/2), A = alpha (B_x ||beta||)^q / mu_q."""
+    q = _check_rep(p) - 2
+    A = alpha * (B_x * beta_norm) ** q / relu_hermite_coefficient(q)
+    e4 = gaussian_mean(lambda u: hermite_e(q, u) ** 4)
+    var = max(e4 - math.factorial(q) ** 2, 0.0)
+    return 8 * beta_norm**4 * A**2 * math.sqrt(var / (m / 2))
+
+
+def _gauss2(fn: Callable[[np.ndarray, np.ndarray], np.ndarray], rho: np.ndarray,
+            nodes: int = 96) -> np.ndarray:
+    """E[fn(G1, G2)] for standard Gaussians with correlation rho (vector), by tensor
+    Gauss-Hermite quadrature with G2 = rho G1 + sqrt(1 - rho^2) H."""
+    x, w = _hermegauss(nodes)
+    rho = np.asarray(rho, float)[:, None, None]
+    g1 = x[None, :, None]
+    g2 = rho * g1 + np.sqrt(np.clip(1 - rho * rho, 0, None)) * x[None, None, :]
+    return np.einsum("i,j,nij->n", w, w, fn(np.broadcast_to(g1, g2.shape), g2))
+
+
+def representer_errors(p: int, alpha: float, beta_norm: float, B_x: float, cos: np.ndarray,
+                       m: float) -> tuple[float, float]:
+    """Predicted RMS errors over test points of the Theorem 7 representer, sigma = relu^3/6.
+
+    With c = beta_hat . x / B_x, t = beta . x, u = w0 . x, g = B_x beta_hat . w0 (corr(u, g) = c)
+    and a = A He_q(g), q = p - 2:
+
+    * f^Q_{W*}(x) - f*(x) = t^2 [(2/m) sum_pairs relu(u_r) a_r - alpha t^q] has mean 0 and
+      variance (2/m) t^4 (A^2 E[relu(u)^2 He_q(g)^2] - alpha^2 t^{2q});
+    * the randomized net adds Var_Sigma f ~ s^2 sum_r sigma'(u_r)^2 (w*_r . x)^2
+      = 2 m^{-1/2} t^2 E[relu(u)^4 |a|] / 4 (the f^L noise, slope -1/4).
+
+    Returns (rms of f^Q_{W*} - f*, rms over Sigma of f(W0 + W* Sigma) - f*), both averaged as
+    sqrt(mean over x of the expected squared error).
+    """
+    q = _check_rep(p) - 2
+    A = alpha * (B_x * beta_norm) ** q / relu_hermite_coefficient(q)
+    c = np.asarray(cos, float)
+    t = beta_norm * B_x * c
+    relu = lambda u: np.maximum(u, 0.0)  # noqa: E731
+    e_sq = _gauss2(lambda u, g: relu(u) ** 2 * hermite_e(q, g) ** 2, c)
+    var_q = (2.0 / m) * t**4 * np.maximum(A**2 * e_sq - alpha**2 * t ** (2 * q), 0.0)
+    e_lin = _gauss2(lambda u, g: relu(u) ** 4 * np.abs(hermite_e(q, g)), c)
+    var_sign = 2.0 * m**-0.5 * t**2 * abs(A) * e_lin / 4.0
+    return float(np.sqrt(var_q.mean())), float(np.sqrt((var_q + var_sign).mean()))
 
 
 def init_norm_bound(d: int, m: int, delta: float) -> float:

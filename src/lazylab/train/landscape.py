@@ -73,7 +73,7 @@ def directional_derivatives(risk: Risk, param: torch.Tensor, V: torch.Tensor,
         d1 = (g * V).sum()
         (hv,) = torch.autograd.grad(d1, param, allow_unused=True)
     d2 = 0.0 if hv is None else float((hv * V).sum())
-    return float(val), float(d1), d2
+    return float(val.detach()), float(d1.detach()), d2
 
 
 def expected_sign_hessian_form(risk: Risk, param: torch.Tensor, W_star: torch.Tensor, *,

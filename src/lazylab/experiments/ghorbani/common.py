@@ -32,7 +32,8 @@ for NT the gain from U to M is ~ 2 sqrt(rho), so the step is ~ 1/(rho d) = 1/N (
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +48,7 @@ from lazylab.train import fit, ghorbani_paper
 __all__ = [
     "Problem", "QuadForm", "qf_problem", "mg_problem", "draw_weights", "fit_rf", "fit_nt_lstsq",
     "nt_basis_size", "train_nn", "train_nt_sgd", "test_risk", "nn_lr", "nt_lr", "SGDConfig",
+    "small_op_threads",
 ]
 
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -212,14 +214,33 @@ class SGDConfig:
         return ghorbani_paper(self.steps, tail, tail)
 
 
-def nn_lr(d: int, lr: float | None) -> float:
-    """NN step size: ``lr`` or the default 0.13/sqrt(d) (module docstring)."""
-    return float(lr) if lr is not None else 0.13 / math.sqrt(d)
+def nn_lr(d: int, lr: float | None, coef: float = 0.13) -> float:
+    """NN step size: ``lr`` or the default coef/sqrt(d) (module docstring; the mixture's
+    network, whose second layer is trained too, uses coef = 0.27, tuned at d = 30-60)."""
+    return float(lr) if lr is not None else coef / math.sqrt(d)
 
 
 def nt_lr(N: int, lr: float | None) -> float:
     """NT step size: ``lr`` or the default 0.1/N (module docstring)."""
     return float(lr) if lr is not None else 0.1 / N
+
+
+@contextmanager
+def small_op_threads(device: torch.device) -> Iterator[None]:
+    """One intra-op CPU thread for a work unit: its matrix products (SGD minibatches of 100 x d,
+    least-squares chunks of 8192 x p with p <= ~1000 at quick scale) gain little from a second
+    thread, while thread hand-offs on a loaded machine cost several times the arithmetic
+    (measured: 2 threads made SGD 10x slower under load 5 on 2 cores).  Parallelism comes from
+    running units in several workers.  The previous setting is restored afterwards."""
+    if device.type != "cpu":
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def train_nn(problem: Problem, N: int, cfg: SGDConfig, init_scale: float, gen: torch.Generator,
@@ -248,11 +269,12 @@ def train_nn(problem: Problem, N: int, cfg: SGDConfig, init_scale: float, gen: t
         an = (net.scale * net.a.detach()).double().cpu().numpy()
         return QuadForm((Wn.T * an) @ Wn, float(net.c.detach()))
 
-    hist = fit(net, sampler=problem.sampler(), loss="mse", optimizer="one_pass", lr=cfg.lr,
-               steps=cfg.steps, batch_size=cfg.batch_size, schedule=cfg.schedule(),
-               log_steps=log_steps if log_steps is not None else [cfg.steps],
-               eval_fn=(lambda _m: on_eval(quad())) if on_eval is not None else None,
-               generator=gen)
+    with small_op_threads(device):
+        hist = fit(net, sampler=problem.sampler(), loss="mse", optimizer="one_pass", lr=cfg.lr,
+                   steps=cfg.steps, batch_size=cfg.batch_size, schedule=cfg.schedule(),
+                   log_steps=log_steps if log_steps is not None else [cfg.steps],
+                   eval_fn=(lambda _m: on_eval(quad())) if on_eval is not None else None,
+                   generator=gen)
     return quad(), hist
 
 
@@ -276,9 +298,10 @@ def train_nt_sgd(problem: Problem, N: int, cfg: SGDConfig, gen: torch.Generator,
         M = Wn.T @ Un
         return QuadForm(M + M.T, float(lin.direction["c"].detach()))
 
-    hist = fit(lin, sampler=problem.sampler(), loss="mse", optimizer="one_pass", lr=cfg.lr,
-               steps=cfg.steps, batch_size=cfg.batch_size, schedule=cfg.schedule(),
-               log_steps=log_steps if log_steps is not None else [cfg.steps],
-               eval_fn=(lambda _m: on_eval(quad())) if on_eval is not None else None,
-               generator=gen)
+    with small_op_threads(device):
+        hist = fit(lin, sampler=problem.sampler(), loss="mse", optimizer="one_pass", lr=cfg.lr,
+                   steps=cfg.steps, batch_size=cfg.batch_size, schedule=cfg.schedule(),
+                   log_steps=log_steps if log_steps is not None else [cfg.steps],
+                   eval_fn=(lambda _m: on_eval(quad())) if on_eval is not None else None,
+                   generator=gen)
     return quad(), hist, W

@@ -1,17 +1,38 @@
-"""Width grid and figure shared by the two risk-vs-N experiments (Figs. 1 and 2, left).
+"""Risk vs width N (Figs. 1 and 2, left, of Ghorbani et al. 2019): the shared experiment.
 
-The paper's grid is "N in {45, ..., 4500}" at d = 450 (rho from 0.1 to 10) on a log axis; the
-exact grid is not given, so we take a geometric grid plus N = d (spec Sec. 8 item 8).
+Units: ``{"method": "NN", "N": N}``, ``{"method": "NT(I)", "N": N, "rep": r}`` (``nt_reps``
+draws of W for N < d; one for N >= d, where the NT class holds every quadratic form whatever W
+is) and ``{"method": "RF(...)", "N": N, "rep": r}`` (``rf_reps`` draws of W, the paper's 10
+RF repetitions at paper scale).  Each unit trains on samples (see :mod:`.common`) and returns,
+with x_name "N":
+
+* ``risk``: the exact population risk R/R0 of the trained model (what the theory predicts);
+* ``test_risk``: mean squared error on ``test_samples`` fresh samples / R0 (the paper's test
+  error; heavy-tailed, so noisier than ``risk``);
+* ``train_loss``: final training loss / R0;
+* ``risk_population_limit`` (RF, NT): the exact n = infinity optimum over the class for the same
+  W, so ``risk - risk_population_limit`` is the training/estimation error.
+
+The width grid is "N in {45, ..., 4500}" at d = 450 in the paper (rho from 0.1 to 10) on a log
+axis; the exact grid is not given, so we take a geometric grid plus N = d (spec Sec. 8 item 8).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import torch
+from pydantic import Field, model_validator
 
 from lazylab.experiments import style
-from lazylab.experiments.base import Results, geomspace_int
+from lazylab.experiments.base import Experiment, ExperimentParams, Results, geomspace_int, row
+from lazylab.experiments.ghorbani import common as C
+from lazylab.experiments.ghorbani.verdicts import lstsq_allowance, match_claim, sgd_allowance
+from lazylab.seeding import derive_seed, torch_generator
 
-__all__ = ["width_grid", "width_plot"]
+__all__ = ["width_grid", "width_plot", "WidthParams", "WidthExperiment"]
 
 
 def width_grid(d: int, rho_min: float, rho_max: float, n: int) -> list[int]:
@@ -21,16 +42,205 @@ def width_grid(d: int, rho_min: float, rho_max: float, n: int) -> list[int]:
     return geomspace_int(lo, hi, n, extra=[d])
 
 
+class WidthParams(ExperimentParams):
+    """Parameters of a risk-vs-width figure (subclasses change defaults)."""
+
+    d: int = Field(40, ge=4, le=4000, description="input dimension (paper: 450)")
+    target_seed: int = Field(100, ge=0, description="seed of the target (B or Delta); the "
+                             "companion code uses 100")
+    rho_min: float = Field(0.1, gt=0, le=1, description="smallest N/d of the width grid")
+    rho_max: float = Field(10.0, ge=1, le=100, description="largest N/d of the width grid")
+    n_widths: int = Field(13, ge=3, le=60, description="geometric grid size (N = d is added)")
+    rf_samples: int = Field(25_000, ge=100, le=10**8,
+                            description="samples of the RF least-squares fit (paper: 5e5)")
+    rf_reps: int = Field(3, ge=1, le=100, description="independent draws of W per RF point "
+                         "(paper: 10)")
+    nt_protocol: Literal["lstsq", "sgd"] = Field(
+        "lstsq", description="NT training: least squares on nt_samples samples, or one-pass SGD "
+        "(the paper's protocol; needed when N d is large)")
+    nt_reps: int = Field(3, ge=1, le=100, description="independent draws of W per NT point with "
+                         "N < d (for N >= d the NT class does not depend on W)")
+    nt_samples: int = Field(20_000, ge=100, le=10**8,
+                            description="samples of the NT least-squares fit")
+    test_samples: int = Field(10_000, ge=100, le=10**8,
+                              description="fresh samples of the reported test risk")
+    sgd_steps: int = Field(3000, ge=10, le=10**7,
+                           description="one-pass SGD steps for NN (and NT with sgd; paper 2e5 "
+                           "for qf, 1.4e5 for mg)")
+    batch_size: int = Field(100, ge=1, le=100_000, description="SGD minibatch size")
+    nn_lr: float | None = Field(None, gt=0, le=10, description="NN step size; default "
+                                "0.13/sqrt(d)")
+    nt_lr: float | None = Field(None, gt=0, le=10, description="NT SGD step size; default 0.1/N")
+    tail_fraction: float = Field(0.15, ge=0, le=0.5, description="length of each of the lr/10 "
+                                 "and lr/15 phases, as a fraction of sgd_steps")
+    init_scale: float = Field(0.3, gt=0, le=10, description="NN init w_i ~ N(0, s^2 I/max(N,d))")
+    theory_draws: int = Field(20, ge=2, le=10_000, description="draws of W for the finite-d "
+                              "Monte Carlo references")
+    chunk: int = Field(8192, ge=64, le=10**7, description="rows per least-squares chunk")
+
+    @model_validator(mode="after")
+    def _check(self) -> WidthParams:
+        n_max = max(width_grid(self.d, self.rho_min, self.rho_max, self.n_widths))
+        if self.rf_samples <= 2 * n_max:
+            raise ValueError(f"rf_samples must exceed 2 N_max = {2 * n_max} (least squares "
+                             f"with N_max features); got {self.rf_samples}")
+        p = C.nt_basis_size(self.d, n_max)
+        if self.nt_protocol == "lstsq" and self.nt_samples <= 2 * p:
+            raise ValueError(f"nt_samples must exceed twice the NT basis size {p} at d = "
+                             f"{self.d}; got {self.nt_samples} (or use nt_protocol=sgd)")
+        return self
+
+
+class WidthExperiment(Experiment):
+    """Shared grid, training and per-method claims of the two risk-vs-N figures."""
+
+    methods: ClassVar[tuple[str, ...]]
+    #: Default NN step size is nn_lr_coef / sqrt(d) (see :func:`.common.nn_lr`).
+    nn_lr_coef: ClassVar[float] = 0.13
+
+    def problem(self, p: WidthParams) -> C.Problem:
+        raise NotImplementedError
+
+    def rf_covariance(self, method: str, prob: C.Problem) -> np.ndarray | None:
+        """Gamma of an RF method (None: I/d)."""
+        return None
+
+    def rf_limit(self, W: torch.Tensor, prob: C.Problem) -> float:
+        """Exact population RF risk for first layer W (N, d)."""
+        raise NotImplementedError
+
+    def nt_limit(self, W: torch.Tensor, prob: C.Problem) -> float:
+        """Exact population NT risk for first layer W (N, d)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ grid
+    def widths(self, p: WidthParams) -> list[int]:
+        return width_grid(p.d, p.rho_min, p.rho_max, p.n_widths)
+
+    def units(self, p: WidthParams) -> list[dict[str, Any]]:
+        rf = [m for m in self.methods if m.startswith("RF")]
+        out: list[dict[str, Any]] = []
+        for N in self.widths(p):
+            out.append({"method": "NN", "N": N})
+            out += [{"method": "NT(I)", "N": N, "rep": r}
+                    for r in range(p.nt_reps if N < p.d else 1)]
+            out += [{"method": m, "N": N, "rep": r} for m in rf for r in range(p.rf_reps)]
+        return out
+
+    # ------------------------------------------------------------------ one unit
+    def run_unit(self, p: WidthParams, key: dict[str, Any], seed: int,
+                 device: torch.device) -> list[dict[str, Any]]:
+        with C.small_op_threads(device):
+            return self._run(p, key, seed, device)
+
+    def _run(self, p: WidthParams, key: dict[str, Any], seed: int,
+             device: torch.device) -> list[dict[str, Any]]:
+        method, N = key["method"], int(key["N"])
+        if method not in self.methods:
+            raise ValueError(f"unknown method {method!r}; allowed: {', '.join(self.methods)}")
+        prob = self.problem(p)
+        gen = torch_generator(seed, device)
+        extra: dict[str, float] = {}
+        if method.startswith("RF"):
+            cov = self.rf_covariance(method, prob)
+            W = C.draw_weights(p.d, N, gen, covariance=cov).to(device)
+            q, train = C.fit_rf(W, prob.sampler(torch.float64), p.rf_samples, p.chunk, gen)
+            extra["risk_population_limit"] = self.rf_limit(W, prob)
+        elif method == "NT(I)" and p.nt_protocol == "lstsq":
+            W = C.draw_weights(p.d, N, gen).to(device)
+            q, train = C.fit_nt_lstsq(W, prob.sampler(torch.float64), p.nt_samples, p.chunk, gen)
+            extra["risk_population_limit"] = self.nt_limit(W, prob)
+        elif method == "NT(I)":
+            cfg = C.SGDConfig(p.sgd_steps, p.batch_size, C.nt_lr(N, p.nt_lr), p.tail_fraction)
+            q, hist, W = C.train_nt_sgd(prob, N, cfg, gen, device)
+            train = hist.final_loss
+            extra["risk_population_limit"] = self.nt_limit(W, prob)
+        else:
+            cfg = C.SGDConfig(p.sgd_steps, p.batch_size, C.nn_lr(p.d, p.nn_lr, self.nn_lr_coef),
+                              p.tail_fraction)
+            q, hist = C.train_nn(prob, N, cfg, p.init_scale, gen, device)
+            train = hist.final_loss
+        test = C.test_risk(q, prob.sampler(), p.test_samples, p.chunk, gen, prob.r0, device)
+        rows = [row(method, "N", N, "risk", prob.risk(q)),
+                row(method, "N", N, "test_risk", test),
+                row(method, "N", N, "train_loss", train / prob.r0)]
+        rows += [row(method, "N", N, k, v) for k, v in extra.items()]
+        return rows
+
+    # ------------------------------------------------------------------ theory
+    def theory(self, p: WidthParams) -> list[dict[str, Any]]:
+        with C.small_op_threads(torch.device("cpu")):
+            return self.theory_rows(p)
+
+    def theory_rows(self, p: WidthParams) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def theory_grids(self, p: WidthParams) -> tuple[list[float], list[int], list[int]]:
+        """(fine real grid, fine integer grid, simulated N), all including the simulated N."""
+        sim = self.widths(p)
+        geo = np.geomspace(min(sim), max(sim), 150)
+        fine = sorted(set(geo.tolist()) | set(sim))
+        ints = sorted(set(np.unique(np.round(geo)).astype(int).tolist()) | set(sim))
+        return fine, ints, sim
+
+    def mc_rows(self, p: WidthParams, method: str, N: int, fn, covariance=None,
+                draws: int | None = None) -> list[dict[str, Any]]:
+        """``risk_finite_d`` and ``risk_finite_d_sd``: mean and spread of fn(W) over draws of W."""
+        k = p.theory_draws if draws is None else draws
+        vals = [fn(C.draw_weights(p.d, N, torch_generator(derive_seed(self.id, "theory",
+                                                                          method, N, j)),
+                                  covariance=covariance))
+                for j in range(k)]
+        sd = float(np.std(vals, ddof=1)) if k > 1 else 0.0
+        return [row(method, "N", N, "risk_finite_d", float(np.mean(vals)), kind="theory"),
+                row(method, "N", N, "risk_finite_d_sd", sd, kind="theory")]
+
+    # ------------------------------------------------------------------ claims helpers
+    def match_claims(self, p: WidthParams, results: Results, nt_exact_ref: bool) -> list:
+        """One ``<method>-matches-theory`` claim per method against ``risk_finite_d``."""
+        out = []
+        for m in self.methods:
+            cid = f"{m}-matches-theory"
+            stmt = self.claim_statements[cid]
+            if m.startswith("RF"):
+                out.append(match_claim(
+                    cid, stmt, results, m, ref_metric="risk_finite_d", ref_draws=p.theory_draws,
+                    allowance=lambda N, ref: lstsq_allowance(ref, int(N), p.rf_samples),
+                    rule=f"3 SE (over {p.rf_reps} W draws and the {p.theory_draws}-draw "
+                         f"reference) + 2 ref N/(n-N-1) least-squares excess "
+                         f"(n = {p.rf_samples}) + 0.005"))
+            elif m == "NT(I)":
+                draws = None if nt_exact_ref else p.theory_draws
+                if p.nt_protocol == "lstsq":
+                    def allow(N: float, ref: float) -> float:
+                        return lstsq_allowance(ref, C.nt_basis_size(p.d, int(N)), p.nt_samples)
+                    rule = (f"3 SE (W fluctuation) + 2 ref p/(n-p-1) least-squares excess "
+                            f"(p = NT basis size, n = {p.nt_samples}) + 0.005")
+                else:
+                    def allow(N: float, ref: float) -> float:
+                        return sgd_allowance(ref)
+                    rule = "3 SE (W fluctuation) + SGD allowance 0.01 + 0.05 ref + 0.005"
+                out.append(match_claim(cid, stmt, results, m, ref_metric="risk_finite_d",
+                                       ref_draws=draws, allowance=allow, rule=rule))
+            else:
+                out.append(match_claim(cid, stmt, results, m, ref_metric="risk_finite_d",
+                                       allowance=lambda N, ref: sgd_allowance(ref),
+                                       rule="3 SE + SGD allowance 0.01 + 0.05 ref + 0.005"))
+        return out
+
+
 def width_plot(results: Results, methods: Sequence[str], d: int, *, title: str,
-               ylim: tuple[float, float], bayes: float | None = None):
+               ylim: tuple[float, float], bayes: float | None = None,
+               no_finite_d: Sequence[str] = ()):
     """R/R0 vs N: theory lines (the paper's formulas), thin dashed finite-d references,
-    simulation dots with SEM bars, the N = d line and (mixture) the dotted Bayes error."""
+    simulation dots with SEM bars, the N = d line and (mixture) the dotted Bayes error.
+    ``no_finite_d``: methods whose finite-d reference is their theory line (qf NN)."""
     fig, ax = style.new_figure()
     shown_fd = False
     for m in methods:
         style.series_line(ax, results, m, "risk")
         x, y, _, _ = results.series(m, "risk_finite_d", kind="theory")
-        if len(x) and m != "NN":  # NN's finite-d value is its theory line
+        if len(x) and m not in no_finite_d:
             style.theory_line(ax, x, y, m, label="", linestyle="--", linewidth=0.9, alpha=0.6)
             shown_fd = True
         style.series_points(ax, results, m, "risk")

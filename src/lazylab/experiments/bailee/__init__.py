@@ -1,0 +1,12 @@
+"""Bai & Lee (2020), "Beyond Linearization": the four experiments of spec Sec. 5 / 7.3.
+
+Importing this package registers ``bailee-coupling`` (C4), ``bailee-expressivity`` (C12),
+``bailee-xor`` (C14) and ``bailee-higher-order`` (C15).
+"""
+
+from lazylab.experiments.bailee.coupling import Coupling
+from lazylab.experiments.bailee.expressivity import Expressivity
+from lazylab.experiments.bailee.higher_order import HigherOrder
+from lazylab.experiments.bailee.xor import Xor
+
+__all__ = ["Coupling", "Expressivity", "HigherOrder", "Xor"]

@@ -1,0 +1,127 @@
+"""Shared pieces of the Bai & Lee (2020) experiments: nets, activations, chunking, slope claims.
+
+Every experiment uses the paper's setting (spec Sec. 5, "general setup"): a symmetric-init
+:class:`TwoLayerNet` with a = (+1, ..., +1, -1, ..., -1) (``a_init="ones"``), prefactor
+m^{-1/2}, w0_r ~ N(0, B_x^-2 I) and inputs on the sphere of radius B_x, float64 (the gaps reach
+1e-6 at m = 1e6, spec Sec. 7.2).
+
+Slope claims fit log y = b log m + c by least squares over the width grid (means over seeds)
+and hold when |b - b_pred| <= bias + 3 se(b): ``bias`` is the finite-width allowance of each
+experiment (the relative O(m^{-1/4}) to O(m^{-1/2}) corrections of the leading-order laws, which
+tilt a fit over three decades starting at m = 100 by a few hundredths) and se(b) the standard
+error of the fitted slope from its residuals (the Monte Carlo scatter over w0, signs and test
+points).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from lazylab.activations import Activation, get_activation
+from lazylab.experiments.base import Claim, Results
+from lazylab.models import TwoLayerNet
+from lazylab.models.bailee_constructions import phase_sine
+from lazylab.seeding import derive_seed, torch_generator
+
+__all__ = [
+    "F64",
+    "K_SE",
+    "PAPER",
+    "data_generator",
+    "input_chunks",
+    "loglog_slope",
+    "make_net",
+    "random_direction",
+    "resolve_activation",
+    "slope_claim",
+    "width_grid",
+]
+
+PAPER = "bailee"
+F64 = torch.float64
+#: Standard errors allowed around a fitted slope.
+K_SE = 3.0
+#: Elements of an (n, m) block computed at once (memory ~ 8 bytes x a few x this).
+CHUNK_ELEMS = 1 << 22
+
+
+def resolve_activation(name: str) -> Activation:
+    """An activation by name; ``"sin_shift"`` is sin(u + pi/4) (:func:`phase_sine`)."""
+    return phase_sine(math.pi / 4) if name == "sin_shift" else get_activation(name)
+
+
+def width_grid(m_min: int, m_max: int, points: int) -> list[int]:
+    """Even widths on a geometric grid from m_min to m_max (symmetric init needs even m)."""
+    if m_max < m_min:
+        raise ValueError(f"m_max must be >= m_min; got {m_min} and {m_max}")
+    ms = np.geomspace(m_min, m_max, max(points, 1)) if points > 1 else np.array([m_min])
+    return sorted({int(2 * round(m / 2)) for m in ms})
+
+
+def make_net(d: int, m: int, *, activation: str | Activation, B_x: float, seed: int,
+             device: torch.device, dtype: torch.dtype = F64) -> TwoLayerNet:
+    """The paper's symmetric-init net (Eq. (3)) of width m with w0 ~ N(0, B_x^-2 I)."""
+    return TwoLayerNet(d, m, activation=activation, init="symmetric", a_init="ones",
+                       weight_std=1.0 / B_x, dtype=dtype, device=device,
+                       generator=torch_generator(seed, device))
+
+
+def data_generator(data_seed: int, *parts, device: torch.device | str = "cpu",
+                   ) -> torch.Generator:
+    """A generator for test points and directions shared by all units (so the width sweep
+    compares the same x and v, and only the initialization varies with m)."""
+    return torch_generator(derive_seed("bailee-data", data_seed, *parts), device)
+
+
+def random_direction(d: int, norm: float, generator: torch.Generator,
+                     dtype: torch.dtype = F64) -> torch.Tensor:
+    """A uniformly random direction in R^d with the given norm."""
+    v = torch.randn(d, generator=generator, device=generator.device, dtype=dtype)
+    return norm * v / v.norm()
+
+
+def input_chunks(X: torch.Tensor, width: int) -> Iterator[torch.Tensor]:
+    """Row blocks of X whose (rows x width) preactivation blocks fit in CHUNK_ELEMS."""
+    rows = max(1, CHUNK_ELEMS // max(int(width), 1))
+    yield from X.split(rows)
+
+
+def loglog_slope(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """Least-squares slope of log y on log x and its standard error (0 with two points)."""
+    lx, ly = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
+    if len(lx) < 2 or not np.all(np.isfinite(ly)):
+        return math.nan, math.nan
+    A = np.stack([lx, np.ones_like(lx)], axis=1)
+    coef, *_ = np.linalg.lstsq(A, ly, rcond=None)
+    if len(lx) < 3:
+        return float(coef[0]), 0.0
+    resid = ly - A @ coef
+    s2 = float(resid @ resid) / (len(lx) - 2)
+    se = math.sqrt(s2 / float(((lx - lx.mean()) ** 2).sum()))
+    return float(coef[0]), se
+
+
+def slope_claim(cid: str, statement: str, results: Results, method: str, metric: str,
+                expected: float, bias: float, *, mode: str = "equal",
+                **filters) -> Claim:
+    """A claim on the log-log slope of ``metric`` of ``method`` against x.
+
+    mode ``"equal"``: |b - expected| <= bias + K_SE se; ``"at_most"``: b <= expected + bias +
+    K_SE se (a decay at least as fast as predicted).
+    """
+    x, mean, _, _ = results.series(method, metric, **filters)
+    b, se = loglog_slope(x, mean)
+    tol = bias + K_SE * (se if math.isfinite(se) else 0.0)
+    if mode == "equal":
+        held = math.isfinite(b) and abs(b - expected) <= tol
+    elif mode == "at_most":
+        held = math.isfinite(b) and b <= expected + tol
+    else:
+        raise ValueError(f"mode must be 'equal' or 'at_most'; got {mode!r}")
+    return Claim(cid, statement, bool(held), round(b, 4), expected,
+                 f"{'+-' if mode == 'equal' else '+'}{tol:.3f} (bias {bias:g} + {K_SE:g} se "
+                 f"{se:.3f})")

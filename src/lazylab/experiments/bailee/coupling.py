@@ -1,0 +1,177 @@
+"""bailee-coupling: sign randomization kills the NTK term (Bai & Lee 2020, Sec. 3; spec C4).
+
+Coherent movement W = m^{-1/4} v on the a = +1 half (||v|| = sqrt(d)/B_x, so t = v.x = O(1)),
+relu^3/6 by default. For each width m on a log grid and every test point x we measure
+
+* ``f_L``: |f^L_W(x)| without randomization, growing like m^{+1/4};
+* ``f_Q = f_Q(W Sigma)``: |f^Q_W(x)| = |f^Q_{W Sigma}(x)|, flat (Theta(1));
+* ``std over signs``: sqrt(Var_Sigma f(x; W0 + W Sigma)), exact, shrinking like m^{-1/4};
+* ``mean over signs - f_Q``: |E_Sigma f(x; W0 + W Sigma) - f^Q_W(x)|, exact, ~ m^{-1/2};
+* ``f_L (one Sigma)``: |f^L_{W Sigma}(x)| for one sign draw (~ sqrt(2/pi) std over signs),
+
+averaged over the test points. Theory lines are the leading-order laws of
+:func:`lazylab.theory.bailee.coupling_predictions` (coefficients included, not only slopes).
+The test points and v are drawn once from ``data_seed``; seeds vary W0 and Sigma.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from pydantic import Field
+
+from lazylab.data import sphere
+from lazylab.experiments import register
+from lazylab.experiments.bailee.common import (
+    F64,
+    PAPER,
+    data_generator,
+    input_chunks,
+    make_net,
+    random_direction,
+    resolve_activation,
+    slope_claim,
+    width_grid,
+)
+from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
+from lazylab.experiments.style import finish, new_figure, series_line, series_points
+from lazylab.models import SignRandomizedNet
+from lazylab.models.bailee_constructions import coherent_direction
+from lazylab.seeding import torch_generator
+from lazylab.theory.bailee import COUPLING_SLOPES, coupling_predictions
+from lazylab.train.randomized_risk import sign_moments
+
+__all__ = ["Coupling", "CouplingParams"]
+
+# Method names (results.csv); chosen so that style.method_color gives five distinct colours.
+FL, FQ, STD, GAP = "f_L", "f_Q = f_Q(W Sigma)", "std over signs", "mean over signs - f_Q"
+ONE_SIGMA = "f_L (one Sigma)"
+#: Keys of COUPLING_SLOPES / coupling_predictions -> method names.
+NAMES = {"f_L": FL, "f_Q": FQ, "std over signs": STD, "mean gap": GAP}
+METRIC = "mean_abs"
+# Finite-width allowance on each slope (see common.py): relative corrections at m = 100 are
+# ~5% for f_L (the m^{-1/4} fluctuation around m^{1/4}), ~10% for the std (O(h^2), h = m^{-1/4}
+# t) and ~20% for the gap (its O(m^{-7/8}) fluctuation and the f^(6) term); over a 3-decade fit
+# they tilt the slope by <= 0.03, so 0.05 leaves margin without accepting a wrong exponent
+# (the nearest alternative law differs by 0.25).
+SLOPE_BIAS = 0.05
+# Leading-order limits at the largest width: LLN fluctuations are O(m^{-1/2}) relative for f_L,
+# f_Q and the std (< 1% at m = 1e5) and O(m^{-3/8}) for the gap (~1.5%); 10% is generous.
+LIMIT_RTOL = 0.10
+
+
+class CouplingParams(ExperimentParams):
+    d: int = Field(10, ge=2, le=1000, description="input dimension")
+    m_min: int = Field(100, ge=4, description="smallest width m")
+    m_max: int = Field(100_000, ge=4, le=10_000_000, description="largest width m")
+    m_points: int = Field(7, ge=3, le=40, description="widths on the log grid")
+    n_test: int = Field(100, ge=10, le=100_000, description="test points x on the sphere")
+    B_x: float = Field(1.0, gt=0, description="input radius B_x (w0 ~ N(0, B_x^-2 I))")
+    activation: Literal["relu3_6", "softplus", "sin_shift"] = Field(
+        "relu3_6", description="sigma; needs nonzero E sigma', E sigma'', E sigma''''")
+    data_seed: int = Field(0, ge=0, description="seed of the test points and of v")
+
+
+@register
+class Coupling(Experiment):
+    id = "bailee-coupling"
+    paper = PAPER
+    figure = "Sec. 3 (spec C4)"
+    summary = ("sign randomization: |f_L|, |f_Q|, std over signs and |E f - f_Q| vs width m "
+               "(log-log slopes +1/4, 0, -1/4, -1/2)")
+    Params = CouplingParams
+    scales = {"quick": {}, "paper": {"m_max": 1_000_000, "m_points": 9, "n_test": 1000}}
+    default_seeds = {"quick": 1, "paper": 5}
+    est_seconds = {"quick": 15.0, "paper": 600.0}
+    claim_statements = {
+        "slope-f_L": "without randomization |f_L| grows like m^{+1/4}",
+        "slope-f_Q": "|f_Q| = |f_Q(W Sigma)| is flat in m (Theta(1))",
+        "slope-std": "the std over signs of the randomized net shrinks like m^{-1/4}",
+        "slope-gap": "|E_Sigma f - f_Q| shrinks like m^{-1/2}",
+        "limits": "at the largest m all four match their leading-order laws within 10%",
+    }
+
+    def units(self, p: CouplingParams) -> list[dict[str, Any]]:
+        return [{"m": m} for m in width_grid(p.m_min, p.m_max, p.m_points)]
+
+    @staticmethod
+    def _data(p: CouplingParams, device: torch.device | str = "cpu",
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        g = data_generator(p.data_seed, "coupling", p.d, p.n_test)
+        X = sphere(p.n_test, p.d, radius=p.B_x, generator=g, dtype=F64)
+        v = random_direction(p.d, math.sqrt(p.d) / p.B_x, g)
+        return X.to(device), v.to(device)
+
+    def run_unit(self, p: CouplingParams, key: dict[str, Any], seed: int,
+                 device: torch.device) -> list[dict[str, Any]]:
+        m = int(key["m"])
+        X, v = self._data(p, device)
+        net = make_net(p.d, m, activation=resolve_activation(p.activation), B_x=p.B_x,
+                       seed=seed, device=device)
+        U = coherent_direction(net, v, m ** -0.25)
+        rnet = SignRandomizedNet(net, init=U)
+        signs = rnet.sample_signs(generator=torch_generator(seed + 1, device))
+        sums = dict.fromkeys([FL, FQ, STD, GAP, ONE_SIGMA], 0.0)
+        with torch.no_grad():
+            for Xc in input_chunks(X, m):
+                _, fl, fq = net.taylor_terms(Xc, U, 2)
+                mean, var = sign_moments(rnet, Xc)
+                fl_sigma = net.taylor_terms(Xc, signs.unsqueeze(1) * U, 1)[1]
+                sums[FL] += float(fl.abs().sum())
+                sums[FQ] += float(fq.abs().sum())
+                sums[STD] += float(var.clamp_min(0).sqrt().sum())
+                sums[GAP] += float((mean - fq).abs().sum())
+                sums[ONE_SIGMA] += float(fl_sigma.abs().sum())
+        return [row(k, "m", m, METRIC, s / p.n_test) for k, s in sums.items()]
+
+    def theory(self, p: CouplingParams) -> list[dict[str, Any]]:
+        X, v = self._data(p)
+        t = (X @ v).numpy()
+        out = []
+        for m in np.geomspace(p.m_min, p.m_max, 25):
+            pred = coupling_predictions(resolve_activation(p.activation), t, float(m))
+            out += [row(NAMES[k], "m", m, METRIC, val, kind="theory") for k, val in pred.items()]
+            out.append(row(ONE_SIGMA, "m", m, METRIC,
+                           math.sqrt(2 / math.pi) * pred["std over signs"], kind="theory"))
+        return out
+
+    def claims(self, p: CouplingParams, results: Results) -> list[Claim]:
+        ids = {"f_L": "slope-f_L", "f_Q": "slope-f_Q", "std over signs": "slope-std",
+               "mean gap": "slope-gap"}
+        out = [slope_claim(cid, self.claim_statements[cid], results, NAMES[key], METRIC,
+                           COUPLING_SLOPES[key], SLOPE_BIAS) for key, cid in ids.items()]
+        ratios = {}
+        for key in ids:
+            x, mean, _, _ = results.series(NAMES[key], METRIC)
+            if len(x) == 0:
+                continue
+            ratios[NAMES[key]] = round(float(mean[-1]) / _theory_at(p, key, float(x[-1])), 4)
+        held = len(ratios) == len(ids) and all(abs(r - 1) <= LIMIT_RTOL for r in ratios.values())
+        out.append(Claim("limits", self.claim_statements["limits"], held,
+                         {k: v for k, v in ratios.items()}, 1.0, f"+-{LIMIT_RTOL} (ratio)"))
+        return out
+
+    def plot(self, p: CouplingParams, results: Results):
+        fig, ax = new_figure(5.6, 4.2)
+        labels = {FL: r"$|f^L_W|$ (no signs), $m^{1/4}$",
+                  FQ: r"$|f^Q_W| = |f^Q_{W\Sigma}|$, $m^0$",
+                  STD: r"std$_\Sigma f$, $m^{-1/4}$",
+                  ONE_SIGMA: r"$|f^L_{W\Sigma}|$ (one $\Sigma$)",
+                  GAP: r"$|E_\Sigma f - f^Q_W|$, $m^{-1/2}$"}
+        for meth, lab in labels.items():
+            series_line(ax, results, meth, METRIC, label=lab,
+                        linestyle=":" if meth == ONE_SIGMA else "-")
+            series_points(ax, results, meth, METRIC)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        finish(ax, xlabel="width m", ylabel=r"mean over test points of $|\cdot|$",
+               title=f"Sign randomization, {p.activation}, d = {p.d}, B_x = {p.B_x:g}")
+        return fig
+
+
+def _theory_at(p: CouplingParams, key: str, m: float) -> float:
+    X, v = Coupling._data(p)
+    return coupling_predictions(resolve_activation(p.activation), (X @ v).numpy(), m)[key]

@@ -1,0 +1,237 @@
+"""bailee-higher-order: the order-k randomization extracts the k-th Taylor term (Bai & Lee 2020,
+Sec. 6.1; spec C15).
+
+A symmetric net of M pairs (width 2M, lazylab prefactor (2M)^{-1/2}) moves pair r as
+(w0_r + z+_r w*_r, w0_r + z-_r w*_r) with w*_r = M^{-1/(2k)} v, ||v|| = sqrt(d)/B_x, and
+(z+, z-) the finite-difference laws of :func:`lazylab.models.moment_matched_pair` (first k-1
+moments equal, k-th moments differing by 1). For k in ``ks`` and M on a log grid we draw
+``n_draws`` multiplier vectors and report, averaged over draws and test points,
+
+* ``f^(j)``: |f^(j)(x)| for j = 1..k+1 (Taylor terms of :meth:`TwoLayerNet.taylor_terms`);
+* ``f^(k) - limit``: |f^(k)(x) - lambda_k (v.x)^k / (sqrt(2) k!)|;
+* ``f - f^(k)``: |f(x; W0 + W) - f^(k)(x)|, everything but the k-th term.
+
+Predictions: |f^(k)| is Theta(1) and tends to its limit (slope 0, gap ~ M^{-1/2}); f^(j) =
+O_p(M^{-j/(2k)}) for j < k; f^(k+1) and the remainder are O(M^{-1/(2k)}) (they are even smaller
+for this symmetric construction, whose (k+1)-th moments also match). Theory lines are the exact
+mean and spread of each term (:func:`lazylab.theory.bailee.higher_order_term_stats`).
+
+Activation: the default ``sin_shift`` = sin(u + pi/4) is analytic with E[sigma^(k)(g)] =
++-e^{-1/2}/sqrt(2) != 0 for every k. The spec's plain ``sin`` has E[sin^(k)(g)] = 0 for even k,
+so its k = 2 and k = 4 limits vanish and the Theta(1) claim does not apply (spec Sec. 8 choice).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from pydantic import Field, field_validator
+
+from lazylab.data import sphere
+from lazylab.experiments import register
+from lazylab.experiments.bailee.common import (
+    F64,
+    PAPER,
+    data_generator,
+    input_chunks,
+    loglog_slope,
+    make_net,
+    random_direction,
+    resolve_activation,
+    slope_claim,
+    width_grid,
+)
+from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
+from lazylab.experiments.style import finish, series_line, series_points
+from lazylab.models import HigherOrderRandomizedNet
+from lazylab.seeding import torch_generator
+from lazylab.theory.bailee import (
+    folded_normal_mean,
+    higher_order_limit,
+    higher_order_slopes,
+    higher_order_term_stats,
+)
+
+__all__ = ["HigherOrder", "HigherOrderParams"]
+
+GAP, REST = "f^(k) - limit", "f - f^(k)"
+# Finite-width allowance on slopes (common.py): the terms are sums of M iid variables, whose
+# mean |.| follows the power law up to O(M^{-1/2}) relative corrections (CLT), < 0.02 of tilt
+# over the grid; the (k+1)-th term and the remainder mix two powers, hence the same 0.05.
+SLOPE_BIAS = 0.05
+# |f^(k) - limit| / |limit| at the largest width: the predicted sd is ~ M^{-1/2} / |t|^0 (a few
+# 1e-3 at M = 1e4); 0.05 allows 10x that.
+LIMIT_RTOL = 0.05
+#: |limit| below this (relative to the largest term) means the activation has lambda_k = 0.
+ZERO_LIMIT = 1e-8
+
+
+_STATEMENTS = {
+    "theta1": "k = {k}: |f^(k)| stays Theta(1) (slope 0) and matches its limit",
+    "lower": "k = {k}: |f^(j)|, j < k, decays at least like m^(-j/(2k))",
+    "rest": "k = {k}: |f^(k+1)| and |f - f^(k)| decay at least like m^(-1/(2k))",
+}
+
+
+def _term(j: int) -> str:
+    return f"f^({j})"
+
+
+class HigherOrderParams(ExperimentParams):
+    d: int = Field(10, ge=2, le=1000, description="input dimension")
+    ks: list[int] = Field([2, 3, 4], min_length=1, description="orders k extracted (1..6)")
+    m_min: int = Field(100, ge=4, description="smallest number of pairs M")
+    m_max: int = Field(20_000, ge=4, le=10_000_000, description="largest number of pairs M")
+    m_points: int = Field(5, ge=3, le=40, description="widths on the log grid")
+    n_test: int = Field(40, ge=5, le=100_000, description="test points on the sphere")
+    n_draws: int = Field(10, ge=1, le=10_000, description="multiplier draws (z+, z-) per unit")
+    B_x: float = Field(1.0, gt=0, description="input radius B_x")
+    activation: Literal["sin_shift", "sin", "tanh", "softplus"] = Field(
+        "sin_shift", description="analytic sigma (sin_shift = sin(u + pi/4))")
+    data_seed: int = Field(0, ge=0, description="seed of the test points and of v")
+
+    @field_validator("ks")
+    @classmethod
+    def _ks(cls, v: list[int]) -> list[int]:
+        if any(k < 1 or k > 6 for k in v) or len(set(v)) != len(v):
+            raise ValueError("ks must hold distinct integers in 1..6")
+        return sorted(v)
+
+
+@register
+class HigherOrder(Experiment):
+    id = "bailee-higher-order"
+    paper = PAPER
+    figure = "Sec. 6.1 (spec C15)"
+    summary = ("order-k randomization: |f^(j)| vs width for k = 2, 3, 4; the k-th term is "
+               "Theta(1), the lower ones decay like m^{-j/(2k)}")
+    Params = HigherOrderParams
+    scales = {"quick": {}, "paper": {"m_max": 1_000_000, "m_points": 9, "n_test": 100,
+                                     "n_draws": 20}}
+    default_seeds = {"quick": 1, "paper": 3}
+    est_seconds = {"quick": 30.0, "paper": 1200.0}
+    claim_statements = {f"k{k}-{kind}": _STATEMENTS[kind].format(k=k)
+                        for k in (2, 3, 4) for kind in _STATEMENTS}
+
+    def units(self, p: HigherOrderParams) -> list[dict[str, Any]]:
+        return [{"k": k, "m": m} for k in p.ks for m in width_grid(p.m_min, p.m_max,
+                                                                    p.m_points)]
+
+    @staticmethod
+    def _data(p: HigherOrderParams, device: torch.device | str = "cpu",
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        g = data_generator(p.data_seed, "higher-order", p.d, p.n_test)
+        X = sphere(p.n_test, p.d, radius=p.B_x, generator=g, dtype=F64)
+        v = random_direction(p.d, math.sqrt(p.d) / p.B_x, g)
+        return X.to(device), v.to(device)
+
+    def run_unit(self, p: HigherOrderParams, key: dict[str, Any], seed: int,
+                 device: torch.device) -> list[dict[str, Any]]:
+        k, M = int(key["k"]), int(key["m"])
+        X, v = self._data(p, device)
+        act = resolve_activation(p.activation)
+        net = make_net(p.d, 2 * M, activation=act, B_x=p.B_x, seed=seed, device=device)
+        W_star = (M ** (-1.0 / (2 * k)) * v).expand(M, p.d).clone()
+        rnet = HigherOrderRandomizedNet(net, k, init=W_star)
+        t = (X @ v).cpu().numpy()
+        limit = torch.as_tensor(higher_order_limit(act, k, t), dtype=F64, device=device)
+        z = rnet.sample_multipliers(p.n_draws, torch_generator(seed + 1, device))
+        names = [_term(j) for j in range(1, k + 2)] + [GAP, REST]
+        sums = dict.fromkeys(names, 0.0)
+        with torch.no_grad():
+            for zi in z:
+                start = 0
+                for Xc in input_chunks(X, 2 * M):
+                    terms = rnet.terms(Xc, k + 1, multipliers=zi)
+                    full = rnet(Xc, zi)
+                    for j in range(1, k + 2):
+                        sums[_term(j)] += float(terms[j].abs().sum())
+                    lim = limit[start:start + Xc.shape[0]]
+                    sums[GAP] += float((terms[k] - lim).abs().sum())
+                    sums[REST] += float((full - terms[k]).abs().sum())
+                    start += Xc.shape[0]
+        norm = p.n_draws * p.n_test
+        return [row(name, "m", M, f"mean_abs_k{k}", s / norm) for name, s in sums.items()]
+
+    def theory(self, p: HigherOrderParams) -> list[dict[str, Any]]:
+        X, v = self._data(p)
+        t = (X @ v).numpy()
+        act = resolve_activation(p.activation)
+        out = []
+        for k in p.ks:
+            for M in np.geomspace(p.m_min, p.m_max, 20):
+                for j in range(1, k + 2):
+                    mu, sd = higher_order_term_stats(act, k, j, t, float(M))
+                    out.append(row(_term(j), "m", M, f"mean_abs_k{k}",
+                                   float(np.mean(folded_normal_mean(mu, sd))), kind="theory"))
+                _, sd = higher_order_term_stats(act, k, k, t, float(M))
+                out.append(row(GAP, "m", M, f"mean_abs_k{k}",
+                               float(np.mean(sd)) * math.sqrt(2 / math.pi), kind="theory"))
+        return out
+
+    def claims(self, p: HigherOrderParams, results: Results) -> list[Claim]:
+        X, v = self._data(p)
+        t = (X @ v).numpy()
+        act = resolve_activation(p.activation)
+        out = []
+        for k in p.ks:
+            metric, slopes = f"mean_abs_k{k}", higher_order_slopes(k)
+            lim = float(np.mean(np.abs(higher_order_limit(act, k, t))))
+            x, gap, _, _ = results.series(GAP, metric)
+            _, fk, _, _ = results.series(_term(k), metric)
+            b, se = loglog_slope(x, fk)
+            tol_b = SLOPE_BIAS + 3 * se
+            if lim > ZERO_LIMIT and len(gap):
+                rel = float(gap[-1]) / lim
+                held = abs(b) <= tol_b and rel <= LIMIT_RTOL
+                measured = {"slope": round(b, 4), "rel_gap_at_max_m": round(rel, 5),
+                            "mean_abs_f_k": round(float(fk[-1]), 5), "limit": round(lim, 5)}
+            else:  # lambda_k = 0 for this activation: the k-th term has no Theta(1) limit
+                held, measured = False, {"limit": lim, "note": "lambda_k = 0 for this sigma"}
+            out.append(Claim(f"k{k}-theta1", _STATEMENTS["theta1"].format(k=k), bool(held),
+                             measured, {"slope": 0.0, "rel_gap": 0.0},
+                             f"slope +-{tol_b:.3f}, rel_gap <= {LIMIT_RTOL}"))
+            out.append(self._group(results, k, "lower", range(1, k), slopes))
+            out.append(self._group(results, k, "rest", [k + 1, REST], slopes))
+        return out
+
+    @staticmethod
+    def _group(results: Results, k: int, kind: str, items,
+               slopes: dict[int, float]) -> Claim:
+        cid, statement = f"k{k}-{kind}", _STATEMENTS[kind].format(k=k)
+        measured, expected, held, tols = {}, {}, True, {}
+        for j in items:
+            name = _term(j) if isinstance(j, int) else j
+            exp = slopes[j] if isinstance(j, int) else -1 / (2 * k)
+            c = slope_claim(cid, statement, results, name, f"mean_abs_k{k}", exp, SLOPE_BIAS,
+                            mode="at_most")
+            measured[name], expected[name], tols[name] = c.measured, exp, c.tolerance
+            held = held and c.held
+        if not measured:  # k = 1 has no lower terms
+            return Claim(cid, statement, True, {}, {}, "none (k = 1)")
+        return Claim(cid, statement, held, measured, expected, tols)
+
+    def plot(self, p: HigherOrderParams, results: Results):
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(4.2 * len(p.ks), 3.9))
+        axes = fig.subplots(1, len(p.ks), squeeze=False)[0]
+        for ax, k in zip(axes, p.ks, strict=True):
+            metric = f"mean_abs_k{k}"
+            for j in range(1, k + 2):
+                series_line(ax, results, _term(j), metric,
+                            label=rf"$|f^{{({j})}}|$, $m^{{{-j}/{2 * k}}}$" if j < k else
+                            (rf"$|f^{{({j})}}|$" if j > k else rf"$|f^{{({k})}}|$ ($\Theta(1)$)"))
+                series_points(ax, results, _term(j), metric)
+            series_line(ax, results, GAP, metric, label=r"$|f^{(k)} - \lim|$",
+                        linestyle="--")
+            series_points(ax, results, GAP, metric)
+            series_points(ax, results, REST, metric, label=r"$|f - f^{(k)}|$")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            finish(ax, xlabel="pairs m", ylabel=r"mean $|\cdot|$" if k == p.ks[0] else "",
+                   title=f"order k = {k} ({p.activation})")
+        return fig
