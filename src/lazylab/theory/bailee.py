@@ -202,7 +202,7 @@ def relu_kernel_coefficient(p: int) -> float:
         return 0.0
     ell = p // 2
     dfact = math.prod(range(2 * ell - 3, 0, -2)) if ell >= 2 else 1
-    return dfact**2 / (2 * math.pi * math.factorial(p))
+    return dfact**2 / math.factorial(p) / (2 * math.pi)  # int / int: no float overflow
 
 
 def relu_kernel_coefficient_lower_bound(p: int) -> float:

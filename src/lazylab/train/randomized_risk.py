@@ -45,6 +45,7 @@ from lazylab.train.history import History
 from lazylab.train.loop import fit
 from lazylab.train.losses import LossFn, get_loss
 from lazylab.train.regularizers import norm_2_4_penalty
+from lazylab.train.schedules import Schedule
 
 __all__ = [
     "EXACT_SQUARED_LOSSES",
@@ -182,7 +183,8 @@ def train_randomized(rnet: SignRandomizedNet, X: torch.Tensor, y: torch.Tensor, 
                      steps: int, generator: torch.Generator,
                      objective: Literal["fresh_sigma", "exact"] = "fresh_sigma",
                      loss: str | LossFn = "half_mse", lam: float = 0.0,
-                     noise_std: float = 0.0, log_points: int = 10,
+                     noise_std: float = 0.0, schedule: Schedule | None = None,
+                     log_points: int = 10,
                      eval_fn: Callable[[torch.nn.Module], Mapping[str, float]] | None = None,
                      ) -> History:
     """Full-batch GD on L~_lam(U) = L~(U) + lam ||U||_{2,4}^8, in place (spec Sec. 3.6).
@@ -199,6 +201,8 @@ def train_randomized(rnet: SignRandomizedNet, X: torch.Tensor, y: torch.Tensor, 
     lam : the weight of the ||U||_{2,4}^8 regularizer (0: none).
     noise_std : Langevin noise, U <- U - lr grad + sqrt(2 lr) noise_std xi (noisy GD, the
         saddle-escaping method the paper cites).
+    schedule : learning-rate multiplier per step (:mod:`lazylab.train.schedules`), e.g. a
+        cosine decay so that the last iterate settles.
     log_points, eval_fn : logging, as in :func:`lazylab.train.fit`.
 
     Returns
@@ -218,5 +222,6 @@ def train_randomized(rnet: SignRandomizedNet, X: torch.Tensor, y: torch.Tensor, 
     else:
         fwd, loss_fn = FreshSigmaForward(generator), loss
     return fit(rnet, data=(X, y), loss=loss_fn, optimizer="gd", lr=lr, steps=steps,
-               regularizer=reg, forward=fwd, noise_std=noise_std, noise_mode="langevin",
-               generator=generator, params=["U"], log_points=log_points, eval_fn=eval_fn)
+               schedule=schedule, regularizer=reg, forward=fwd, noise_std=noise_std,
+               noise_mode="langevin", generator=generator, params=["U"], log_points=log_points,
+               eval_fn=eval_fn)

@@ -195,27 +195,36 @@ class Xor(Experiment):
         if meth == RAND and p.objective == "fresh_sigma":
             K = B_x**2 * ntk(X.double() / B_x, activation="relu3_6")
             lr = p.lr_scale * X.shape[0] / float(torch.linalg.eigvalsh(K)[-1])
-        for _ in range(RETRIES + 1):
+        for attempt in range(RETRIES + 1):
             state = g.get_state()
             try:
-                if meth == QUAD:
-                    q = QuadraticModel(net, init_std=init_std, generator=g)
-                    fit(q, data=(X, y), loss="half_mse", lr=lr, steps=p.steps, log_points=1)
-                    with torch.no_grad():
-                        return {"pred": q(Xt), "lr": lr}
-                rnet = SignRandomizedNet(net, init_std=init_std, generator=g)
-                train_randomized(rnet, X, y, lr=lr, steps=p.steps, generator=g,
-                                 objective=p.objective, lam=p.lam, log_points=1)
-                with torch.no_grad():
-                    mean, var = sign_moments(rnet, Xt)
-                    yt = xor2()(Xt)
-                    return {"pred": mean, "lr": lr,
-                            "risk": float(((yt - mean) ** 2 + var).mean())}
-            except TrainingDiverged:
-                g.set_state(state)
+                return self._train(p, meth, net, X, y, Xt, init_std, lr, g)
+            except TrainingDiverged as err:
+                if attempt == RETRIES:
+                    raise TrainingDiverged(
+                        f"bailee-xor: {meth} diverged at d={X.shape[1]}, n={X.shape[0]} with "
+                        f"every step down to lr={lr:g}; lower lr_scale", step=err.step, lr=lr,
+                        loss=err.loss, history=err.history) from err
+                g.set_state(state)  # same initialization, half the step
                 lr /= 2
-        raise TrainingDiverged(f"{meth} diverged {RETRIES + 1} times down to lr={2 * lr:g}",
-                               step=p.steps, lr=2 * lr, loss=math.nan)
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _train(p: XorParams, meth: str, net, X: torch.Tensor, y: torch.Tensor,
+               Xt: torch.Tensor, init_std: float, lr: float,
+               g: torch.Generator) -> dict[str, Any]:
+        if meth == QUAD:
+            q = QuadraticModel(net, init_std=init_std, generator=g)
+            fit(q, data=(X, y), loss="half_mse", lr=lr, steps=p.steps, log_points=1)
+            with torch.no_grad():
+                return {"pred": q(Xt), "lr": lr}
+        rnet = SignRandomizedNet(net, init_std=init_std, generator=g)
+        train_randomized(rnet, X, y, lr=lr, steps=p.steps, generator=g, objective=p.objective,
+                         lam=p.lam, log_points=1)
+        with torch.no_grad():
+            mean, var = sign_moments(rnet, Xt)
+            yt = xor2()(Xt)
+            return {"pred": mean, "lr": lr, "risk": float(((yt - mean) ** 2 + var).mean())}
 
     def theory(self, p: XorParams) -> list[dict[str, Any]]:
         return []

@@ -248,18 +248,21 @@ def train_nn(problem: Problem, N: int, cfg: SGDConfig, init_scale: float, gen: t
              on_eval: Callable[[QuadForm], dict[str, float]] | None = None):
     """Train the paper's NN by one-pass SGD on fresh samples; returns (QuadForm, History).
 
-    qf (Theorem 3): f = sum_i (w_i.x)^2 + c, second layer fixed to 1.  mg (Theorem 6):
-    f = sum_i a_i (w_i.x)^2 + c with a trained from a = 0 (companion code), so each neuron's
-    sign is learned; a +1 start would leave positive neurons stuck at w = 0, a local minimum
-    for them when Delta is positive definite.  First layer w_i ~ N(0, s^2 I/max(N, d)) with
-    s = ``init_scale``: small, so f starts near 0 and M = W^T W has eigenvalues ~ s^2 at any
-    width (spec Sec. 8 item 7).
+    qf (Theorem 3): f = sum_i (w_i.x)^2 + c, second layer fixed to 1; first layer
+    w_i ~ N(0, s^2 I/(max(N, d) sqrt(d))), s = ``init_scale``, so Tr(W^T W) = s^2 sqrt(d)
+    min(N/d, 1) is a fraction s^2 of Tr B ~ sqrt(d) at any d and N: a small init (spec Sec. 8
+    item 7) that also keeps the curvature along the trace direction, ~8 Tr(W^T W), below
+    that of the target, so the step 0.13/sqrt(d) stays stable up to d = 450.
+    mg (Theorem 6): f = sum_i a_i (w_i.x)^2 + c with a trained from a = 0 (companion code), so
+    each neuron's sign is learned (a +1 start would leave positive neurons stuck at w = 0, a
+    local minimum for them when Delta is positive definite); w_i ~ N(0, s^2 I/max(N, d)).
     """
     d = problem.d
     mg = problem.kind == "mg"
-    net = TwoLayerNet(d, N, activation="quad", scaling="none", a_init="ones",
-                      weight_std=init_scale / math.sqrt(max(N, d)), train_second=mg,
-                      bias=True, generator=gen, device=device, dtype=torch.float32)
+    std = init_scale / math.sqrt(max(N, d) * (1.0 if mg else math.sqrt(d)))
+    net = TwoLayerNet(d, N, activation="quad", scaling="none", a_init="ones", weight_std=std,
+                      train_second=mg, bias=True, generator=gen, device=device,
+                      dtype=torch.float32)
     if mg:
         with torch.no_grad():
             net.a.zero_()

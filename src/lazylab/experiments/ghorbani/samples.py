@@ -58,11 +58,13 @@ class SamplesParams(ExperimentParams):
     nt_lr: float | None = Field(None, gt=0, le=10, description="NT step size; default 0.1/N")
     tail_fraction: float = Field(0.15, ge=0, le=0.5, description="length of each of the lr/10 "
                                  "and lr/15 phases, as a fraction of sgd_steps")
-    init_scale: float = Field(0.3, gt=0, le=10, description="NN init w_i ~ N(0, s^2 I/max(N,d))")
+    init_scale: float = Field(0.3, gt=0, le=10, description="NN init scale s: w_i ~ N(0, "
+                              "s^2 I/(max(N,d) sqrt(d))), i.e. Tr W^T W = s^2 Tr B")
     eval_points: int = Field(25, ge=2, le=1000, description="log- and evenly-spaced points "
                              "where the risk is recorded (each)")
-    theory_draws: int = Field(20, ge=2, le=10_000, description="draws of W for Monte Carlo "
-                              "finite-d references")
+    theory_draws: int = Field(20, ge=0, le=10_000, description="draws of W for the Monte "
+                              "Carlo finite-d NT limit (mixture; 0: none, the claims use each "
+                              "run's exact limit anyway)")
 
 
 class SamplesExperiment(Experiment):
@@ -193,6 +195,7 @@ class SamplesExperiment(Experiment):
     # ------------------------------------------------------------------ figure
     def plot(self, p: SamplesParams, results: Results):
         fig, ax = style.new_figure()
+        shown_fd = False
         for m in METHODS:
             x, mean, sem, _ = results.series(m, "risk")
             if len(x):
@@ -204,6 +207,13 @@ class SamplesExperiment(Experiment):
             xl, yl, _, _ = results.series(lim, "risk", kind="theory")
             if len(yl):
                 style.limit_line(ax, float(yl[0]), lim)
+            _, yf, _, _ = results.series(lim, "risk_finite_d", kind="theory")
+            if len(yf) and len(yl) and abs(float(yf[0]) - float(yl[0])) > 1e-3:
+                ax.axhline(float(yf[0]), linestyle=":", linewidth=1.0,
+                           color=style.method_color(m))
+                shown_fd = True
+        if shown_fd:
+            ax.plot([], [], linestyle=":", linewidth=1.0, color="0.5", label="finite-d limit")
         N = self.width(p)
         style.finish(ax, xlabel="n/d", ylim=self.ylim,
                      title=f"{self.target_name}, d = {p.d}, N = {N} (one-pass SGD, batch "

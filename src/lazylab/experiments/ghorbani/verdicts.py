@@ -30,8 +30,14 @@ K_SE = 3.0
 
 
 def lstsq_allowance(ref: float, p: int, n: int) -> float:
-    """Twice the expected excess risk of least squares with p columns on n samples, ref p/(n-p-1)
-    (exact for Gaussian designs; doubled because quadratic features are heavy-tailed)."""
+    """Twice the excess risk ref p/(n-p-1) of least squares with p columns on n samples.
+
+    ref p/(n-p-1) is exact for Gaussian designs with independent noise; with these heavy-tailed
+    quadratic features and a misspecification residual the excess is kappa times it, kappa
+    measured between 0.8 and 1.8 (RF and NT, qf and mg, p from 5 to 800), with relative
+    fluctuation ~ sqrt(2/p) per fit; the factor 2 covers it where the excess is not already
+    below ABS_FLOOR.
+    """
     return 2.0 * max(ref, 0.0) * p / max(n - p - 1, 1)
 
 
@@ -70,25 +76,35 @@ def _theory(results: Results, method: str, metric: str | None, x: float) -> floa
 def match_claim(cid: str, statement: str, results: Results, method: str, *,
                 ref_metric: str, allowance: Callable[[float, float], float],
                 ref_draws: int | None = None, asym_metric: str = "risk",
-                rule: str = "") -> Claim:
-    """Simulations of ``method`` agree with the theory rows ``ref_metric`` at every simulated x.
+                ref_kind: str = "theory", rule: str = "") -> Claim:
+    """Simulations of ``method`` agree with the reference rows ``ref_metric`` at every
+    simulated x.
 
     Held when |sim(x) - ref(x)| <= K_SE sqrt(se_sim^2 + se_ref^2) + allowance(x, ref) +
-    ABS_FLOOR for all x; se_ref = sd_W/sqrt(ref_draws) when the reference is a Monte Carlo
-    average over ``ref_draws`` draws of W (None: exact).  ``measured`` also reports the largest
-    deviation from the paper's asymptotic formula (``asym_metric``) for information.
+    ABS_FLOOR for all x.  With ``ref_kind="theory"``, se_ref = sd_W/sqrt(ref_draws) when the
+    reference is a Monte Carlo average over ``ref_draws`` draws of W (None: exact); with
+    ``ref_kind="simulation"`` the reference is the mean over the simulated runs of an exact
+    per-run value (e.g. ``risk_population_limit``) and se_ref its SEM.  ``measured`` also
+    reports the largest deviation from the paper's asymptotic formula (``asym_metric``).
     """
     stats = sim_stats(results, method)
     if not stats:
         return Claim(cid, statement, False, "no simulation rows", "simulations present", None)
-    worst = (-1.0, math.nan, math.nan, math.nan)  # (excess over tol, x, dev, tol)
+    sim_ref = sim_stats(results, method, ref_metric, sd_metric=None) \
+        if ref_kind == "simulation" else {}
+    # The tightest point: the x with the least slack tol - |dev| (where a failure shows first).
+    worst = (-math.inf, math.nan, math.nan, math.nan)  # (|dev| - tol, x, dev, tol)
     max_dev, max_asym, held = 0.0, 0.0, True
     for x, (m, se) in stats.items():
-        ref = _theory(results, method, ref_metric, x)
+        if ref_kind == "simulation":
+            ref, se_ref = sim_ref.get(x, (None, 0.0))
+        else:
+            ref = _theory(results, method, ref_metric, x)
+            sd = _theory(results, method, "risk_finite_d_sd", x) or 0.0
+            se_ref = sd / math.sqrt(ref_draws) if ref_draws else 0.0
         if ref is None:
-            return Claim(cid, statement, False, f"no theory value at x={x:g}", ref_metric, None)
-        sd = _theory(results, method, "risk_finite_d_sd", x) or 0.0
-        se_ref = sd / math.sqrt(ref_draws) if ref_draws else 0.0
+            return Claim(cid, statement, False, f"no reference value at x={x:g}", ref_metric,
+                         None)
         tol = K_SE * math.hypot(se, se_ref) + allowance(x, ref) + ABS_FLOOR
         dev = m - ref
         held &= abs(dev) <= tol
@@ -96,14 +112,14 @@ def match_claim(cid: str, statement: str, results: Results, method: str, *,
         asym = _theory(results, method, asym_metric, x)
         if asym is not None:
             max_asym = max(max_asym, abs(m - asym))
-        if abs(dev) - tol > worst[0] or math.isnan(worst[1]):
+        if abs(dev) - tol > worst[0]:
             worst = (abs(dev) - tol, x, dev, tol)
-    measured = {"max_abs_deviation": round(max_dev, 5), "worst_x": worst[1],
-                "deviation_at_worst": round(worst[2], 5),
+    measured = {"max_abs_deviation": round(max_dev, 5), "tightest_x": worst[1],
+                "deviation_at_tightest": round(worst[2], 5),
                 "max_abs_deviation_from_asymptotic": round(max_asym, 5)}
     return Claim(cid, statement, bool(held), measured,
-                 f"{ref_metric} theory at every simulated x",
-                 {"at_worst_x": round(worst[3], 5), "rule": rule or _DEFAULT_RULE})
+                 f"{ref_metric} ({ref_kind}) at every simulated x",
+                 {"at_tightest_x": round(worst[3], 5), "rule": rule or _DEFAULT_RULE})
 
 
 _DEFAULT_RULE = "3 SE + training allowance + 0.005"

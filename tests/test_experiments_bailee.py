@@ -1,0 +1,147 @@
+"""The four Bai & Lee (2020) experiments end to end at tiny sizes, their parameters and helpers.
+
+Importing :mod:`lazylab.experiments.bailee` registers them (the registry's PAPER_MODULES is the
+lead's). Tiny runs check the output contract and that the claims are computed from results;
+the slope claims of ``bailee-coupling`` must already hold at m <= 3000 (their finite-width
+tilt is < 0.03 there, see coupling.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import lazylab.experiments.bailee  # noqa: F401  (registers the experiments)
+from lazylab.experiments import REGISTRY
+from lazylab.experiments.bailee.common import loglog_slope, width_grid
+from lazylab.experiments.bailee.xor import crossing, n_grid
+from lazylab.runner import InputError, resolve_spec, run_experiment
+from lazylab.store import STORE_NAME, Store
+
+CPU = torch.device("cpu")
+IDS = ("bailee-coupling", "bailee-xor", "bailee-expressivity", "bailee-higher-order")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Small tensors: one thread avoids oversubscribing a shared CPU."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def _run(exp_id: str, tmp_path, **sets: str):
+    spec = resolve_spec(REGISTRY[exp_id], "quick", dict(sets), 1, CPU)
+    with Store(tmp_path / STORE_NAME) as store:
+        out = run_experiment(spec, tmp_path, store)
+    d = tmp_path / exp_id
+    for name in ("results.csv", "claims.json", "config.json", f"{exp_id}.png", f"{exp_id}.svg"):
+        assert (d / name).is_file(), name
+    claims = json.loads((d / "claims.json").read_text())
+    assert [c["id"] for c in claims] == [c.id for c in out.claims]
+    return out, {c.id: c for c in out.claims}
+
+
+def test_registered_with_statements():
+    for exp_id in IDS:
+        exp = REGISTRY[exp_id]
+        assert exp.paper == "bailee" and exp.claim_statements
+        exp.resolve("paper")  # paper-scale overrides validate
+        assert exp.units(exp.resolve("paper"))
+
+
+def test_coupling_tiny_run_and_claims(tmp_path):
+    _, claims = _run("bailee-coupling", tmp_path, m_max="3000", m_points="4", n_test="50")
+    assert set(claims) == {"slope-f_L", "slope-f_Q", "slope-std", "slope-gap", "limits"}
+    assert all(c.held for c in claims.values()), claims
+    assert abs(claims["slope-gap"].measured + 0.5) < 0.06
+
+
+def test_higher_order_tiny_run(tmp_path):
+    out, claims = _run("bailee-higher-order", tmp_path, ks="2,3", m_max="3000", m_points="3",
+                       n_test="20", n_draws="4")
+    assert set(claims) == {f"k{k}-{kind}" for k in (2, 3) for kind in ("theta1", "lower",
+                                                                          "rest")}
+    # the k-th term approaches its limit with relative error ~ m^{-1/2}: 0.013 at m = 2e4 in
+    # the quick run, so ~0.034 at m = 3000; 0.1 allows 3x for 4 draws x 20 points.
+    assert claims["k3-theta1"].measured["rel_gap_at_max_m"] < 0.1
+
+
+def test_expressivity_tiny_run(tmp_path):
+    _, claims = _run("bailee-expressivity", tmp_path, ps="2,3", m_min="500", m_max="8000",
+                     m_points="3", n_test="40", n_init="2")
+    assert claims["norm-bound"].held and claims["norm-limit"].held
+    assert claims["norm-limit"].measured["norm / limit at max m"]["p=2"] == 1.0
+
+
+def test_xor_tiny_run(tmp_path):
+    out, claims = _run("bailee-xor", tmp_path, ds="6,10", m="100", n_min="8", n_max="256",
+                       steps="60", n_test="400")
+    assert set(claims) == {"beat-ntk", "nstar-faster"}
+    rows = out.exp_dir / "results.csv"
+    text = rows.read_text()
+    for meth in ("NTK", "QuadNTK", "randomized net"):
+        assert f"{meth},simulation,d,10.0" in text
+
+
+def test_xor_retries_a_diverging_step():
+    # lr = 6 sqrt(m) overshoots the escape from the saddle; the run halves the step until it
+    # trains (the recorded lr is smaller) instead of failing.
+    from lazylab.data import hypercube, xor2
+    from lazylab.experiments.bailee.common import make_net
+    from lazylab.seeding import torch_generator
+
+    exp = REGISTRY["bailee-xor"]
+    p = exp.resolve("quick", {"m": 100, "steps": 40, "lr_scale": 6.0})
+    g = torch_generator(0)
+    X, Xt = hypercube(64, 8, generator=g), hypercube(200, 8, generator=g)
+    net = make_net(8, 100, activation="relu3_6", B_x=math.sqrt(8), seed=1, device=CPU,
+                   dtype=torch.float32)
+    out = exp._fit(p, "QuadNTK", net, X, xor2()(X), Xt, math.sqrt(8), g)
+    assert out["lr"] < 6.0 * 10 and torch.isfinite(out["pred"]).all()
+
+
+def test_parameter_validation():
+    bad = [("bailee-higher-order", {"ks": "7"}), ("bailee-expressivity", {"ps": "5"}),
+           ("bailee-xor", {"m": "101"}), ("bailee-xor", {"ds": "10,10"}),
+           ("bailee-coupling", {"activation": "relu"}), ("bailee-coupling", {"d": "1"})]
+    for exp_id, sets in bad:
+        with pytest.raises(InputError, match=next(iter(sets))):
+            resolve_spec(REGISTRY[exp_id], "quick", sets, 1, CPU)
+
+
+def test_helpers():
+    ms = width_grid(100, 1_000_000, 5)
+    assert ms[0] == 100 and ms[-1] == 1_000_000 and all(m % 2 == 0 for m in ms)
+    x = np.array([10.0, 100.0, 1000.0])
+    b, se = loglog_slope(x, 3 * x**-0.25)
+    assert abs(b + 0.25) < 1e-12 and se < 1e-12
+    # log-linear interpolation of the first crossing: errors 0.4 -> 0.025 over n = 10 -> 40
+    # (slope -2 in log-log) cross 0.1 at n = 20.
+    assert math.isclose(crossing([10, 40, 160], [0.4, 0.025, 0.01], 0.1), 20.0, rel_tol=1e-12)
+    assert crossing([10, 20], [0.05, 0.01], 0.1) == 10.0
+    assert math.isnan(crossing([10, 20], [0.5, 0.2], 0.1))
+    p = REGISTRY["bailee-xor"].resolve("quick")
+    grid = n_grid(p, 30)
+    assert grid[0] >= 30 and grid[-1] <= p.n_max
+    assert all(1.3 < b / a < 1.5 for a, b in zip(grid, grid[1:], strict=False))
+
+
+def test_paper_scale_smallest_units_start():
+    # The paper grids are meant for a GPU; their smallest units must run as-is.
+    for exp_id in ("bailee-coupling", "bailee-higher-order", "bailee-expressivity"):
+        exp = REGISTRY[exp_id]
+        p = exp.resolve("paper")
+        key = min(exp.units(p), key=lambda k: k["m"])
+        rows = exp.run_unit(p, key, 0, CPU)
+        assert rows and all(math.isfinite(r["value"]) for r in rows)
+    # bailee-xor at paper width m = 4000, cut to its first training sizes and a few steps.
+    exp = REGISTRY["bailee-xor"]
+    p = exp.resolve("paper", {"n_max": 24, "steps": 3, "n_test": 200})
+    rows = exp.run_unit(p, exp.units(p)[0], 0, CPU)
+    assert {r["method"] for r in rows} == {"NTK", "QuadNTK", "randomized net"}
