@@ -33,7 +33,7 @@ def register(cls: type[Experiment]) -> type[Experiment]:
 
 
 #: Modules whose import registers experiments (one per paper).
-PAPER_MODULES: tuple[str, ...] = ()
+PAPER_MODULES: tuple[str, ...] = ("lazylab.experiments.bailee",)
 
 
 def _load_all() -> None:

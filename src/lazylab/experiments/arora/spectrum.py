@@ -67,7 +67,7 @@ class Spectrum(Experiment):
     scales = {"quick": {},
               "paper": {"dataset": "fashion-mnist", "n_train": 10000, "n_test": 2000}}
     default_seeds = {"quick": 3, "paper": 1}
-    est_seconds = {"quick": 5.0, "paper": 600.0}
+    est_seconds = {"quick": 3.0, "paper": 120.0}
     claim_statements = {
         "alignment": "the share of ||y||^2 on the top eigenvectors of H_inf (top_fraction of "
                      f"them) is at least {SHARE_RATIO:g} times larger for true labels than for "

@@ -85,7 +85,7 @@ class Coupling(Experiment):
     Params = CouplingParams
     scales = {"quick": {}, "paper": {"m_max": 1_000_000, "m_points": 9, "n_test": 1000}}
     default_seeds = {"quick": 1, "paper": 5}
-    est_seconds = {"quick": 15.0, "paper": 600.0}
+    est_seconds = {"quick": 5.0, "paper": 600.0}
     claim_statements = {
         "slope-f_L": "without randomization |f_L| grows like m^{+1/4}",
         "slope-f_Q": "|f_Q| = |f_Q(W Sigma)| is flat in m (Theta(1))",

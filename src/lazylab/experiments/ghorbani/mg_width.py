@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 from pydantic import Field
 
@@ -100,12 +101,12 @@ class MGWidth(WidthExperiment):
         D, d = self.problem(p).model.Delta, p.d
         fine, ints, sim = self.theory_grids(p)
         bayes, bayes_inf = self.mmse(p), mmse_mg(D, method="asymptotic")
-        rows = []
-        for N in fine:
-            rows += [row("RF(I)", "N", N, "risk", rf_mg(N / d, D), kind="theory"),
-                     row("NT(I)", "N", N, "risk", nt_mg(N / d, D), kind="theory"),
-                     row("MMSE", "N", N, "risk", bayes, kind="theory"),
-                     row("MMSE", "N", N, "risk_asymptotic", bayes_inf, kind="theory")]
+        rho = np.asarray(fine) / d
+        lines = {("RF(I)", "risk"): rf_mg(rho, D), ("NT(I)", "risk"): nt_mg(rho, D),
+                 ("MMSE", "risk"): np.full(len(fine), bayes),
+                 ("MMSE", "risk_asymptotic"): np.full(len(fine), bayes_inf)}
+        rows = [row(m, "N", N, metric, v, kind="theory")
+                for (m, metric), vals in lines.items() for N, v in zip(fine, vals, strict=True)]
         for N in ints:
             rows += [row("NN", "N", N, "risk", nn_mg(N, D), kind="theory"),
                      row("NN", "N", N, "risk_finite_d", nn_mg_population(N, D), kind="theory")]

@@ -91,13 +91,11 @@ class QFWidth(WidthExperiment):
         tB = tau(B)
         gstar = B / np.trace(B)
         fine, ints, sim = self.theory_grids(p)
-        rows = []
-        for N in fine:
-            rho = N / d
-            rows += [row("RF(I)", "N", N, "risk", rf_qf_quadratic(rho, B), kind="theory"),
-                     row("RF(Gamma*)", "N", N, "risk", rf_qf_quadratic(rho, B, gstar),
-                         kind="theory"),
-                     row("NT(I)", "N", N, "risk", nt_qf(rho, tB), kind="theory")]
+        rho = np.asarray(fine) / d
+        lines = {"RF(I)": rf_qf_quadratic(rho, B), "RF(Gamma*)": rf_qf_quadratic(rho, B, gstar),
+                 "NT(I)": nt_qf(rho, tB)}
+        rows = [row(m, "N", N, "risk", v, kind="theory")
+                for m, vals in lines.items() for N, v in zip(fine, vals, strict=True)]
         for N in ints:
             nn = nn_qf(N, B)  # Theorem 3 with the realised eigenvalues: exact at finite d
             rows += [row("NN", "N", N, "risk", nn, kind="theory"),

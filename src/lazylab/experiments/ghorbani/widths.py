@@ -179,11 +179,12 @@ class WidthExperiment(Experiment):
         raise NotImplementedError
 
     def theory_grids(self, p: WidthParams) -> tuple[list[float], list[int], list[int]]:
-        """(fine real grid, fine integer grid, simulated N), all including the simulated N."""
+        """(fine real grid, integer grid, simulated N), all including the simulated N.  The
+        integer grid (for formulas of N itself, each an eigendecomposition) is coarser."""
         sim = self.widths(p)
-        geo = np.geomspace(min(sim), max(sim), 150)
-        fine = sorted(set(geo.tolist()) | set(sim))
-        ints = sorted(set(np.unique(np.round(geo)).astype(int).tolist()) | set(sim))
+        fine = sorted(set(np.geomspace(min(sim), max(sim), 150).tolist()) | set(sim))
+        geo = np.round(np.geomspace(min(sim), max(sim), 60))
+        ints = sorted(set(np.unique(geo).astype(int).tolist()) | set(sim))
         return fine, ints, sim
 
     def mc_rows(self, p: WidthParams, method: str, N: int, fn, covariance=None,
