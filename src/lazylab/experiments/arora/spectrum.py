@@ -131,7 +131,8 @@ class Spectrum(Experiment):
             a.spines["top"].set_visible(False)
             a.spines["right"].set_visible(False)
         x, lam, _, _ = results.series("H-infinity", "eigenvalue")
-        ax.plot(x, lam, "-", color=C.COLORS["H-infinity"], linewidth=1.6, label="eigenvalues")
+        ax.plot(x, lam, "-", color=C.COLORS["H-infinity"], linewidth=1.8, label="eigenvalues",
+                zorder=4)
         for method in ("true labels", "random labels"):
             x, mean, _, _ = results.series(method, "projection")
             if len(x):

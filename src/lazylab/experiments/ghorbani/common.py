@@ -23,17 +23,26 @@ trained on samples (spec Sec. 3.2):
 * NN: the network itself trained by one-pass minibatch SGD (:func:`lazylab.train.fit`) with the
   companion code's schedule (lr, lr/10, lr/15; spec Sec. 3.3); M = W^T diag(a) W.
 
-Learning rates scale with the curvature of the loss along the identity direction of M,
-E[(x^T I x)^2]/d ~ d: for NN (qf) the Jacobian W -> M = W^T W has squared gain ~4 Tr(M)/d with
-Tr M ~ Tr B ~ sqrt(d), so a stable step is ~ 1/sqrt(d) (default 0.13/sqrt(d), 0.02 at d = 40);
-for NT the gain from U to M is ~ 2 sqrt(rho), so the step is ~ 1/(rho d) = 1/N (default 0.1/N).
+Default step sizes come from the mean-square stability of minibatch SGD on the loss
+(y - f)^2: eta < 2 / (lambda_max(H) + Tr(H)/b), H the Hessian of the population loss, b the
+batch size.  The largest curvature is along the trace direction of M (E[(x^T I x)^2]/d ~ d):
+for NT, f = c + 2 x^T W^T U x, the gain from U to that direction is 2 sqrt(rho), so
+lambda_max ~ 8 rho d = 8N, and Tr(H) = 2 E||grad_U f||^2 = 8 E[||W x||^2 ||x||^2] ~ 8 N d; for
+the qf NN, grad_W f = 2 (W x) x^T gives lambda_max ~ 8 Tr(W^T W) and Tr(H) ~ 8 Tr(W^T W) d with
+Tr(W^T W) ~ Tr B ~ sqrt(d).  Hence (half the bound for NT)
+
+    eta_NT = 1 / (8 N (1 + d/b)),        eta_NN = coef / (sqrt(d) (1 + d/b)),
+
+with coef = 0.18 for qf (0.02 at d = 40, b = 100, tuned there) and 0.36 for the mixture's NN
+(second layer trained too; 0.05 at d = 30).  The d/b term is what binds at d = 450: there the
+step 0.1/N that is stable at d = 40 makes NT diverge.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -214,33 +223,44 @@ class SGDConfig:
         return ghorbani_paper(self.steps, tail, tail)
 
 
-def nn_lr(d: int, lr: float | None, coef: float = 0.13) -> float:
-    """NN step size: ``lr`` or the default coef/sqrt(d) (module docstring; the mixture's
-    network, whose second layer is trained too, uses coef = 0.27, tuned at d = 30-60)."""
-    return float(lr) if lr is not None else coef / math.sqrt(d)
+def nn_lr(d: int, batch: int, lr: float | None, coef: float = 0.18) -> float:
+    """NN step size: ``lr`` or coef / (sqrt(d) (1 + d/batch)) (module docstring)."""
+    return float(lr) if lr is not None else coef / (math.sqrt(d) * (1 + d / batch))
 
 
-def nt_lr(N: int, lr: float | None) -> float:
-    """NT step size: ``lr`` or the default 0.1/N (module docstring)."""
-    return float(lr) if lr is not None else 0.1 / N
+def nt_lr(d: int, N: int, batch: int, lr: float | None) -> float:
+    """NT step size: ``lr`` or 1 / (8 N (1 + d/batch)) (module docstring)."""
+    return float(lr) if lr is not None else 1.0 / (8 * N * (1 + d / batch))
 
 
 @contextmanager
-def small_op_threads(device: torch.device) -> Iterator[None]:
-    """One intra-op CPU thread for a work unit: its matrix products (SGD minibatches of 100 x d,
-    least-squares chunks of 8192 x p with p <= ~1000 at quick scale) gain little from a second
-    thread, while thread hand-offs on a loaded machine cost several times the arithmetic
-    (measured: 2 threads made SGD 10x slower under load 5 on 2 cores).  Parallelism comes from
-    running units in several workers.  The previous setting is restored afterwards."""
-    if device.type != "cpu":
-        yield
-        return
+def small_op_threads(device: torch.device | str) -> Iterator[None]:
+    """One intra-op CPU thread (torch and the numpy/scipy BLAS) for a work unit or the theory.
+
+    The matrix products here (SGD minibatches of 100 x d, least-squares chunks of 8192 x p with
+    p <= ~1000 and d x d eigendecompositions at quick scale) gain little from a second thread,
+    while thread hand-offs on a loaded machine cost several times the arithmetic (measured:
+    2 threads made SGD 10x slower, and a 450 x 450 eigvalsh 70x slower, under load 5 on 2
+    cores).  Parallelism comes from running units in several workers.  Previous settings are
+    restored afterwards; the BLAS limit uses threadpoolctl (a scikit-learn dependency) when
+    it is installed.
+    """
     before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    cpu = torch.device(device).type == "cpu"
+    if cpu:
+        torch.set_num_threads(1)
     try:
-        yield
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - scikit-learn always brings it
+        limits = nullcontext()
+    else:
+        limits = threadpool_limits(1)
+    try:
+        with limits:
+            yield
     finally:
-        torch.set_num_threads(before)
+        if cpu:
+            torch.set_num_threads(before)
 
 
 def train_nn(problem: Problem, N: int, cfg: SGDConfig, init_scale: float, gen: torch.Generator,
@@ -252,7 +272,7 @@ def train_nn(problem: Problem, N: int, cfg: SGDConfig, init_scale: float, gen: t
     w_i ~ N(0, s^2 I/(max(N, d) sqrt(d))), s = ``init_scale``, so Tr(W^T W) = s^2 sqrt(d)
     min(N/d, 1) is a fraction s^2 of Tr B ~ sqrt(d) at any d and N: a small init (spec Sec. 8
     item 7) that also keeps the curvature along the trace direction, ~8 Tr(W^T W), below
-    that of the target, so the step 0.13/sqrt(d) stays stable up to d = 450.
+    that of the target at any d (the default step assumes Tr(W^T W) ~ sqrt(d)).
     mg (Theorem 6): f = sum_i a_i (w_i.x)^2 + c with a trained from a = 0 (companion code), so
     each neuron's sign is learned (a +1 start would leave positive neurons stuck at w = 0, a
     local minimum for them when Delta is positive definite); w_i ~ N(0, s^2 I/max(N, d)).

@@ -34,7 +34,7 @@ class MGSamplesParams(SamplesParams):
                        "not state N, we take rho = 0.4 (spec Sec. 8 item 9)")
     sgd_steps: int = Field(10_000, ge=10, le=10**7, description="one-pass SGD steps")
     nn_lr: float | None = Field(None, gt=0, le=10, description="NN step size; default "
-                                "0.27/sqrt(d)")
+                                "0.36/(sqrt(d)(1 + d/batch_size))")
     init_scale: float = Field(0.5, gt=0, le=10, description="NN init w_i ~ N(0, s^2 "
                               "I/max(N,d)); a starts at 0, so f starts at 0 for any s")
 
@@ -49,9 +49,9 @@ class MGSamples(SamplesExperiment):
     Params = MGSamplesParams
     scales = {"quick": {}, "paper": {"d": 450, "sgd_steps": 140_000, "tail_fraction": 0.1,
                                      "theory_draws": 0}}
-    default_seeds = {"quick": 1, "paper": 1}
-    est_seconds = {"quick": 20.0, "paper": 1800.0}
-    nn_lr_coef = 0.27
+    default_seeds = {"quick": 2, "paper": 1}
+    est_seconds = {"quick": 25.0, "paper": 500.0}
+    nn_lr_coef = 0.36
     ylim = (0.4, 1.0)
     target_name = "mixture of Gaussians"
 

@@ -54,7 +54,7 @@ class MGWidthParams(WidthParams):
     init_scale: float = Field(0.5, gt=0, le=10, description="NN init w_i ~ N(0, s^2 "
                               "I/max(N,d)); a starts at 0, so f starts at 0 for any s")
     nn_lr: float | None = Field(None, gt=0, le=10, description="NN step size; default "
-                                "0.27/sqrt(d)")
+                                "0.36/(sqrt(d)(1 + d/batch_size))")
     mmse_samples: int = Field(200_000, ge=1000, le=10**8,
                               description="Monte Carlo samples of the Bayes error (MMSE)")
 
@@ -68,13 +68,13 @@ class MGWidth(WidthExperiment):
                "line; theory (Thms 4-6) and simulations trained on samples")
     Params = MGWidthParams
     methods = METHODS
-    nn_lr_coef = 0.27
+    nn_lr_coef = 0.36
     scales = {"quick": {}, "paper": {
         "d": 450, "n_widths": 15, "rf_samples": 500_000, "rf_reps": 10,
         "nt_protocol": "sgd", "nt_reps": 1, "test_samples": 10_000, "sgd_steps": 140_000,
         "tail_fraction": 0.1, "theory_draws": 0, "chunk": 20_000}}
     default_seeds = {"quick": 1, "paper": 1}
-    est_seconds = {"quick": 45.0, "paper": 4 * 3600.0}
+    est_seconds = {"quick": 35.0, "paper": 4800.0}
     claim_statements = {
         **{f"{m}-matches-theory": f"{m} simulations match the finite-d theory at every N"
            for m in METHODS},

@@ -40,8 +40,8 @@ class QFSamples(SamplesExperiment):
                "target, with the large-n limits (Thms 2-3)")
     Params = QFSamplesParams
     scales = {"quick": {}, "paper": {"d": 450, "sgd_steps": 200_000, "tail_fraction": 0.075}}
-    default_seeds = {"quick": 1, "paper": 1}
-    est_seconds = {"quick": 20.0, "paper": 1800.0}
+    default_seeds = {"quick": 2, "paper": 1}
+    est_seconds = {"quick": 30.0, "paper": 600.0}
     ylim = (0.0, 1.0)
     target_name = "quadratic target"
 

@@ -54,8 +54,9 @@ class SamplesParams(ExperimentParams):
     sgd_steps: int = Field(15_000, ge=10, le=10**7, description="one-pass SGD steps")
     batch_size: int = Field(100, ge=1, le=100_000, description="SGD minibatch size")
     nn_lr: float | None = Field(None, gt=0, le=10, description="NN step size; default "
-                                "0.13/sqrt(d)")
-    nt_lr: float | None = Field(None, gt=0, le=10, description="NT step size; default 0.1/N")
+                                "0.18/(sqrt(d)(1 + d/batch_size))")
+    nt_lr: float | None = Field(None, gt=0, le=10, description="NT step size; default "
+                                "1/(8N(1 + d/batch_size))")
     tail_fraction: float = Field(0.15, ge=0, le=0.5, description="length of each of the lr/10 "
                                  "and lr/15 phases, as a fraction of sgd_steps")
     init_scale: float = Field(0.3, gt=0, le=10, description="NN init scale s: w_i ~ N(0, "
@@ -70,7 +71,7 @@ class SamplesParams(ExperimentParams):
 class SamplesExperiment(Experiment):
     """Shared units, claims and figure of the two risk-vs-n/d experiments."""
 
-    nn_lr_coef: ClassVar[float] = 0.13
+    nn_lr_coef: ClassVar[float] = 0.18
     ylim: ClassVar[tuple[float, float]] = (0.0, 1.0)
     target_name: ClassVar[str] = ""
     claim_statements = {
@@ -114,13 +115,13 @@ class SamplesExperiment(Experiment):
 
         with C.small_op_threads(device):
             if method == "NN":
-                cfg = C.SGDConfig(p.sgd_steps, p.batch_size,
-                                  C.nn_lr(p.d, p.nn_lr, self.nn_lr_coef), p.tail_fraction)
+                lr = C.nn_lr(p.d, p.batch_size, p.nn_lr, self.nn_lr_coef)
+                cfg = C.SGDConfig(p.sgd_steps, p.batch_size, lr, p.tail_fraction)
                 _, hist = C.train_nn(prob, N, cfg, p.init_scale, gen, device, log_steps=steps,
                                      on_eval=on_eval)
                 extra = []
             else:
-                cfg = C.SGDConfig(p.sgd_steps, p.batch_size, C.nt_lr(N, p.nt_lr),
+                cfg = C.SGDConfig(p.sgd_steps, p.batch_size, C.nt_lr(p.d, N, p.batch_size, p.nt_lr),
                                   p.tail_fraction)
                 _, hist, W = C.train_nt_sgd(prob, N, cfg, gen, device, log_steps=steps,
                                             on_eval=on_eval)

@@ -69,8 +69,9 @@ class WidthParams(ExperimentParams):
                            "for qf, 1.4e5 for mg)")
     batch_size: int = Field(100, ge=1, le=100_000, description="SGD minibatch size")
     nn_lr: float | None = Field(None, gt=0, le=10, description="NN step size; default "
-                                "0.13/sqrt(d)")
-    nt_lr: float | None = Field(None, gt=0, le=10, description="NT SGD step size; default 0.1/N")
+                                "0.18/(sqrt(d)(1 + d/batch_size))")
+    nt_lr: float | None = Field(None, gt=0, le=10, description="NT SGD step size; default "
+                                "1/(8N(1 + d/batch_size))")
     tail_fraction: float = Field(0.15, ge=0, le=0.5, description="length of each of the lr/10 "
                                  "and lr/15 phases, as a fraction of sgd_steps")
     init_scale: float = Field(0.3, gt=0, le=10, description="NN init scale s: w_i ~ N(0, "
@@ -99,7 +100,7 @@ class WidthExperiment(Experiment):
 
     methods: ClassVar[tuple[str, ...]]
     #: Default NN step size is nn_lr_coef / sqrt(d) (see :func:`.common.nn_lr`).
-    nn_lr_coef: ClassVar[float] = 0.13
+    nn_lr_coef: ClassVar[float] = 0.18
 
     def problem(self, p: WidthParams) -> C.Problem:
         raise NotImplementedError
@@ -154,13 +155,14 @@ class WidthExperiment(Experiment):
             q, train = C.fit_nt_lstsq(W, prob.sampler(torch.float64), p.nt_samples, p.chunk, gen)
             extra["risk_population_limit"] = self.nt_limit(W, prob)
         elif method == "NT(I)":
-            cfg = C.SGDConfig(p.sgd_steps, p.batch_size, C.nt_lr(N, p.nt_lr), p.tail_fraction)
+            lr = C.nt_lr(p.d, N, p.batch_size, p.nt_lr)
+            cfg = C.SGDConfig(p.sgd_steps, p.batch_size, lr, p.tail_fraction)
             q, hist, W = C.train_nt_sgd(prob, N, cfg, gen, device)
             train = hist.final_loss
             extra["risk_population_limit"] = self.nt_limit(W, prob)
         else:
-            cfg = C.SGDConfig(p.sgd_steps, p.batch_size, C.nn_lr(p.d, p.nn_lr, self.nn_lr_coef),
-                              p.tail_fraction)
+            lr = C.nn_lr(p.d, p.batch_size, p.nn_lr, self.nn_lr_coef)
+            cfg = C.SGDConfig(p.sgd_steps, p.batch_size, lr, p.tail_fraction)
             q, hist = C.train_nn(prob, N, cfg, p.init_scale, gen, device)
             train = hist.final_loss
         test = C.test_risk(q, prob.sampler(), p.test_samples, p.chunk, gen, prob.r0, device)
