@@ -140,9 +140,11 @@ def _relu_power_deriv(k: int, scale: float, order: int, u: torch.Tensor) -> torc
     if order > k:
         return torch.zeros_like(u)
     c = scale * math.perm(k, order)
-    if order == k:
-        return c * (u > 0).to(u.dtype)
-    return c * torch.clamp(u, min=0) ** (k - order)
+    out = (u > 0).to(u.dtype) if order == k else torch.clamp(u, min=0)
+    if k - order > 1:
+        out = out ** (k - order)
+    # Skip the multiply for relu itself: empirical NTKs call this on (n, m) matrices.
+    return out if c == 1 else out.mul_(c)
 
 
 def _autograd_deriv(fn: Fn, order: int, u: torch.Tensor) -> torch.Tensor:

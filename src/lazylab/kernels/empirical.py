@@ -100,10 +100,28 @@ def _check_inputs(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None
     return X, Z
 
 
+def _coactivations(UX: torch.Tensor, UZ: torch.Tensor | None) -> torch.Tensor:
+    """Integer counts sum_r 1{w_r.x > 0} 1{w_r.z > 0} = relu'(U_X) relu'(U_Z)^T, exactly.
+
+    A 0/1 matrix product is a count, so it is done as int8 x int8 -> int32, which x86 CPUs
+    with VNNI run about 3x faster than a float32 GEMM (measured, n = 500, m = 4096). The op is
+    torch._int_mm (no public equivalent yet); a float product is the fallback where it fails.
+    """
+    BX = torch.gt(UX, 0).view(torch.int8)  # bool and int8 share the byte layout: no copy
+    BZ = BX if UZ is None else torch.gt(UZ, 0).view(torch.int8)
+    int_mm = getattr(torch, "_int_mm", None)
+    if int_mm is not None and UX.device.type == "cpu":
+        try:
+            return int_mm(BX, BZ.T)
+        except RuntimeError:
+            pass
+    return BX.to(UX.dtype) @ BZ.to(UX.dtype).T
+
+
 def _derivative(net: TwoLayerNet, U: torch.Tensor) -> torch.Tensor:
-    """sigma'(U); for plain relu a single 0/1 cast, skipping the generic path's extra pass."""
+    """sigma'(U); for plain relu one heaviside pass (1{u > 0}) instead of compare-cast-scale."""
     if net.act.relu_power == 1 and net.act.relu_scale == 1.0:
-        return (U > 0).to(U.dtype)
+        return torch.heaviside(U, U.new_zeros(()))
     return net.act.deriv(U, 1)
 
 
@@ -113,7 +131,8 @@ def _two_layer_ntk(net: TwoLayerNet, X: torch.Tensor, Z: torch.Tensor | None,
     """Structured empirical NTK of a TwoLayerNet, chunked over hidden units.
 
     Few, large operations on purpose (a single chunk for moderate n m): no zero-filled
-    accumulators, the factor s^2 folded into the small (n, d) input of X Z^T.
+    accumulators, the factor s^2 folded into the product s^2 X Z^T. Each multi-threaded torch
+    call can stall for a scheduler time slice on a busy machine, so the count matters.
     """
     W, a = net.W.detach(), net.a.detach()
     Zm = X if Z is None else Z
@@ -122,6 +141,8 @@ def _two_layer_ntk(net: TwoLayerNet, X: torch.Tensor, Z: torch.Tensor | None,
     first, second = "W" in names, "a" in names
     a2 = a * a
     weighted = first and not bool(torch.all(a2 == 1))  # a = +-1 needs no weights
+    counts = (first and not weighted and net.act.relu_power == 1
+              and net.act.relu_scale == 1.0)  # relu' in {0, 1}: S'_X S'_Z^T counts
     K1: torch.Tensor | None = None
     K2: torch.Tensor | None = None
     chunk = max(1, chunk_elems // max(1, n + n2))
@@ -129,7 +150,10 @@ def _two_layer_ntk(net: TwoLayerNet, X: torch.Tensor, Z: torch.Tensor | None,
         Wc = W[r0:r0 + chunk]
         UX = X @ Wc.T
         UZ = UX if Z is None else Zm @ Wc.T
-        if first:
+        if counts:
+            C = _coactivations(UX, None if Z is None else UZ)
+            K1 = C if K1 is None else K1.add_(C)
+        elif first:
             DX = _derivative(net, UX)
             DZ = DX if Z is None else _derivative(net, UZ)
             if weighted:
@@ -142,7 +166,8 @@ def _two_layer_ntk(net: TwoLayerNet, X: torch.Tensor, Z: torch.Tensor | None,
             K2 = SX @ SZ.T if K2 is None else K2.addmm_(SX, SZ.T)
     out: torch.Tensor | None = None
     if K1 is not None:
-        out = K1.mul_((X * s2) @ Zm.T)
+        G = torch.addmm(X.new_zeros(()), X, Zm.T, beta=0, alpha=s2)
+        out = G.mul_(K1) if counts else K1.mul_(G)
     if K2 is not None:
         out = K2.mul_(s2) if out is None else out.add_(K2, alpha=s2)
     if "c" in names:

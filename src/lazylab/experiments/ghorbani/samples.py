@@ -56,7 +56,7 @@ class SamplesParams(ExperimentParams):
     nn_lr: float | None = Field(None, gt=0, le=10, description="NN step size; default "
                                 "0.18/(sqrt(d)(1 + d/batch_size))")
     nt_lr: float | None = Field(None, gt=0, le=10, description="NT step size; default "
-                                "1/(8N(1 + d/batch_size))")
+                                "min(1/8, 0.0375 batch_size/d)/N")
     tail_fraction: float = Field(0.15, ge=0, le=0.5, description="length of each of the lr/10 "
                                  "and lr/15 phases, as a fraction of sgd_steps")
     init_scale: float = Field(0.3, gt=0, le=10, description="NN init scale s: w_i ~ N(0, "
