@@ -33,7 +33,10 @@ def register(cls: type[Experiment]) -> type[Experiment]:
 
 
 #: Modules whose import registers experiments (one per paper).
-PAPER_MODULES: tuple[str, ...] = ("lazylab.experiments.bailee",)
+PAPER_MODULES: tuple[str, ...] = (
+    "lazylab.experiments.arora",
+    "lazylab.experiments.bailee",
+)
 
 
 def _load_all() -> None:

@@ -27,7 +27,7 @@ from lazylab.experiments.arora.convergence import labels_for
 from lazylab.experiments.base import Claim, Experiment, Results, row
 from lazylab.theory.arora import alignment_share
 
-__all__ = ["Spectrum", "SpectrumParams", "top_k"]
+__all__ = ["LabelSpectrum", "SpectrumParams", "top_k"]
 
 #: "Far larger": the true labels' share of ||y||^2 on the top k eigenvectors must be at least
 #: this multiple of the random labels' share. For random labels the share is a sum of k of the
@@ -58,7 +58,7 @@ def top_k(p: SpectrumParams) -> int:
 
 
 @register
-class Spectrum(Experiment):
+class LabelSpectrum(Experiment):
     id = "arora-spectrum"
     paper = "arora"
     figure = "Fig. 1(b)(d)"
