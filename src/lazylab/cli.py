@@ -60,7 +60,11 @@ app = typer.Typer(
 
 
 def _out() -> Console:
-    return Console(highlight=False)
+    c = Console(highlight=False)
+    # Piped output (CI logs, files) would default to 80 columns and shred the tables.
+    if not c.is_terminal and "COLUMNS" not in os.environ:
+        c = Console(highlight=False, width=160)
+    return c
 
 
 def _err() -> Console:

@@ -36,6 +36,7 @@ def register(cls: type[Experiment]) -> type[Experiment]:
 PAPER_MODULES: tuple[str, ...] = (
     "lazylab.experiments.arora",
     "lazylab.experiments.bailee",
+    "lazylab.experiments.ghorbani",
 )
 
 

@@ -72,9 +72,10 @@ class MGWidth(WidthExperiment):
     scales = {"quick": {}, "paper": {
         "d": 450, "n_widths": 15, "rf_samples": 500_000, "rf_reps": 10,
         "nt_protocol": "sgd", "nt_reps": 1, "test_samples": 10_000, "sgd_steps": 140_000,
-        "tail_fraction": 0.1, "theory_draws": 0, "chunk": 20_000}}
+        "tail_fraction": 0.1, "theory_draws": 0, "chunk": 20_000,
+        "lr_factors": [0.5, 1.0, 2.0, 4.0]}}
     default_seeds = {"quick": 1, "paper": 1}
-    est_seconds = {"quick": 35.0, "paper": 4800.0}
+    est_seconds = {"quick": 35.0, "paper": 14400.0}
     claim_statements = {
         **{f"{m}-matches-theory": f"{m} simulations match the finite-d theory at every N"
            for m in METHODS},

@@ -39,9 +39,10 @@ class QFSamples(SamplesExperiment):
     summary = ("NT(I) and NN risk vs number of one-pass SGD samples n/d on the quadratic "
                "target, with the large-n limits (Thms 2-3)")
     Params = QFSamplesParams
-    scales = {"quick": {}, "paper": {"d": 450, "sgd_steps": 200_000, "tail_fraction": 0.075}}
+    scales = {"quick": {}, "paper": {"d": 450, "sgd_steps": 200_000, "tail_fraction": 0.075,
+                                     "lr_factors": [0.5, 1.0, 2.0, 4.0]}}
     default_seeds = {"quick": 2, "paper": 1}
-    est_seconds = {"quick": 30.0, "paper": 600.0}
+    est_seconds = {"quick": 30.0, "paper": 2400.0}
     ylim = (0.0, 1.0)
     target_name = "quadratic target"
 

@@ -20,7 +20,7 @@ and ``risk_finite_d`` (exact finite-d values), constant in x.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
 import torch
@@ -56,7 +56,10 @@ class SamplesParams(ExperimentParams):
     nn_lr: float | None = Field(None, gt=0, le=10, description="NN step size; default "
                                 "0.18/(sqrt(d)(1 + d/batch_size))")
     nt_lr: float | None = Field(None, gt=0, le=10, description="NT step size; default "
-                                "min(1/8, 0.0375 batch_size/d)/N")
+                                "min(1/8, 0.13 batch_size/d)/N")
+    lr_factors: list[Annotated[float, Field(gt=0, le=1000)]] = Field(
+        [1.0], min_length=1, description="SGD step sizes tried, as multiples of nn_lr / nt_lr; "
+        "the run with the lowest final risk is kept (the paper's best-of-grid choice)")
     tail_fraction: float = Field(0.15, ge=0, le=0.5, description="length of each of the lr/10 "
                                  "and lr/15 phases, as a fraction of sgd_steps")
     init_scale: float = Field(0.3, gt=0, le=10, description="NN init scale s: w_i ~ N(0, "
@@ -107,25 +110,31 @@ class SamplesExperiment(Experiment):
         prob, N = self.problem(p), self.width(p)
         gen = torch_generator(seed, device)
         steps = eval_steps(p.sgd_steps, p.eval_points)
-        risks: list[float] = []
+        def evaluator(risks: list[float]):
+            def on_eval(q: C.QuadForm) -> dict[str, float]:
+                risks.append(prob.risk(q))
+                return {"risk": risks[-1]}
+            return on_eval
 
-        def on_eval(q: C.QuadForm) -> dict[str, float]:
-            risks.append(prob.risk(q))
-            return {"risk": risks[-1]}
-
-        with C.small_op_threads(device):
+        def run(lr: float) -> tuple:
+            risks: list[float] = []
+            cfg = C.SGDConfig(p.sgd_steps, p.batch_size, lr, p.tail_fraction)
             if method == "NN":
-                lr = C.nn_lr(p.d, p.batch_size, p.nn_lr, self.nn_lr_coef)
-                cfg = C.SGDConfig(p.sgd_steps, p.batch_size, lr, p.tail_fraction)
-                _, hist = C.train_nn(prob, N, cfg, p.init_scale, gen, device, log_steps=steps,
-                                     on_eval=on_eval)
-                extra = []
-            else:
-                cfg = C.SGDConfig(p.sgd_steps, p.batch_size, C.nt_lr(p.d, N, p.batch_size, p.nt_lr),
-                                  p.tail_fraction)
-                _, hist, W = C.train_nt_sgd(prob, N, cfg, gen, device, log_steps=steps,
-                                            on_eval=on_eval)
-                extra = [("risk_population_limit", self.nt_limit(W, prob))]
+                q, hist = C.train_nn(prob, N, cfg, p.init_scale, gen, device, log_steps=steps,
+                                     on_eval=evaluator(risks))
+                return q, hist, None, risks
+            q, hist, W = C.train_nt_sgd(prob, N, cfg, gen, device, log_steps=steps,
+                                        on_eval=evaluator(risks))
+            return q, hist, W, risks
+
+        base = (C.nn_lr(p.d, p.batch_size, p.nn_lr, self.nn_lr_coef) if method == "NN"
+                else C.nt_lr(p.d, N, p.batch_size, p.nt_lr))
+        with C.small_op_threads(device):
+            (_, hist, W, risks), lr = C.best_lr_run(run, base, p.lr_factors, gen,
+                                                    lambda o: o[3][-1])
+        extra = [("lr", lr)]
+        if W is not None:
+            extra.append(("risk_population_limit", self.nt_limit(W, prob)))
         x = [s * p.batch_size / p.d for s in hist.steps]
         rows = []
         for xi, r, tl in zip(x, risks, hist.train_loss, strict=True):

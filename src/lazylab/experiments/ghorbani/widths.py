@@ -20,7 +20,7 @@ axis; the exact grid is not given, so we take a geometric grid plus N = d (spec 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -71,7 +71,10 @@ class WidthParams(ExperimentParams):
     nn_lr: float | None = Field(None, gt=0, le=10, description="NN step size; default "
                                 "0.18/(sqrt(d)(1 + d/batch_size))")
     nt_lr: float | None = Field(None, gt=0, le=10, description="NT SGD step size; default "
-                                "min(1/8, 0.0375 batch_size/d)/N")
+                                "min(1/8, 0.13 batch_size/d)/N")
+    lr_factors: list[Annotated[float, Field(gt=0, le=1000)]] = Field(
+        [1.0], min_length=1, description="SGD step sizes tried, as multiples of nn_lr / nt_lr; "
+        "the run with the lowest final risk is kept (the paper's best-of-grid choice)")
     tail_fraction: float = Field(0.15, ge=0, le=0.5, description="length of each of the lr/10 "
                                  "and lr/15 phases, as a fraction of sgd_steps")
     init_scale: float = Field(0.3, gt=0, le=10, description="NN init scale s: w_i ~ N(0, "
@@ -155,16 +158,25 @@ class WidthExperiment(Experiment):
             q, train = C.fit_nt_lstsq(W, prob.sampler(torch.float64), p.nt_samples, p.chunk, gen)
             extra["risk_population_limit"] = self.nt_limit(W, prob)
         elif method == "NT(I)":
-            lr = C.nt_lr(p.d, N, p.batch_size, p.nt_lr)
-            cfg = C.SGDConfig(p.sgd_steps, p.batch_size, lr, p.tail_fraction)
-            q, hist, W = C.train_nt_sgd(prob, N, cfg, gen, device)
+            def run(lr: float) -> tuple:
+                cfg = C.SGDConfig(p.sgd_steps, p.batch_size, lr, p.tail_fraction)
+                return C.train_nt_sgd(prob, N, cfg, gen, device)
+
+            (q, hist, W), lr = C.best_lr_run(run, C.nt_lr(p.d, N, p.batch_size, p.nt_lr),
+                                             p.lr_factors, gen, lambda o: prob.risk(o[0]))
             train = hist.final_loss
             extra["risk_population_limit"] = self.nt_limit(W, prob)
+            extra["lr"] = lr
         else:
-            lr = C.nn_lr(p.d, p.batch_size, p.nn_lr, self.nn_lr_coef)
-            cfg = C.SGDConfig(p.sgd_steps, p.batch_size, lr, p.tail_fraction)
-            q, hist = C.train_nn(prob, N, cfg, p.init_scale, gen, device)
+            def run(lr: float) -> tuple:
+                cfg = C.SGDConfig(p.sgd_steps, p.batch_size, lr, p.tail_fraction)
+                return C.train_nn(prob, N, cfg, p.init_scale, gen, device)
+
+            base = C.nn_lr(p.d, p.batch_size, p.nn_lr, self.nn_lr_coef)
+            (q, hist), lr = C.best_lr_run(run, base, p.lr_factors, gen,
+                                          lambda o: prob.risk(o[0]))
             train = hist.final_loss
+            extra["lr"] = lr
         test = C.test_risk(q, prob.sampler(), p.test_samples, p.chunk, gen, prob.r0, device)
         rows = [row(method, "N", N, "risk", prob.risk(q)),
                 row(method, "N", N, "test_risk", test),
