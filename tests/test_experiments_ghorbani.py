@@ -240,3 +240,47 @@ def test_style_labels_and_colours():
     assert style.display_label("RF(Gamma*)") == r"RF($\Gamma^*$)"
     assert style.method_color("lim NN") == style.method_color("NN")
     assert style.method_color("NN") != style.method_color("NT(I)")
+
+
+def test_best_lr_run_replays_the_same_draws_and_skips_divergence():
+    from lazylab.train import History, TrainingDiverged
+
+    gen = torch_generator(7)
+    seen = []
+
+    def train(lr: float):
+        draw = float(torch.randn(1, generator=gen))
+        seen.append(draw)
+        if lr > 3:
+            raise TrainingDiverged("diverged", step=1, lr=lr, loss=math.inf,
+                                   history=History([], [], [], lr))
+        return ((lr - 1.5) ** 2, draw)
+
+    out, lr = C.best_lr_run(train, 1.0, [0.5, 1.0, 2.0, 4.0], gen, score=lambda o: o[0])
+    assert lr == 1.0 or lr == 2.0
+    assert out[0] == min((f - 1.5) ** 2 for f in (0.5, 1.0, 2.0))
+    assert len(set(seen)) == 1 and len(seen) == 4
+    with pytest.raises(TrainingDiverged):
+        C.best_lr_run(train, 10.0, [1.0], gen, score=lambda o: o[0])
+
+
+def test_paper_scale_units_start():
+    """The paper-scale configuration (d = 450) runs; steps cut to 20 to keep this fast."""
+    exp = REGISTRY["ghorbani-qf-width"]
+    p = exp.resolve("paper", {"sgd_steps": 20})
+    for key in ({"method": "NN", "N": 45}, {"method": "NT(I)", "N": 45, "rep": 0}):
+        rows = exp.run_unit(p, key, 1, CPU)
+        metrics = {r["metric"]: r["value"] for r in rows}
+        assert {"risk", "test_risk", "train_loss", "lr"} <= set(metrics)
+        assert all(math.isfinite(v) for v in metrics.values())
+    exp = REGISTRY["ghorbani-mg-samples"]
+    p = exp.resolve("paper", {"sgd_steps": 20, "eval_points": 2})
+    rows = exp.run_unit(p, {"method": "NN"}, 1, CPU)
+    assert rows[0]["x"] == 0.0 and rows[-1]["metric"] == "lr"
+
+
+def test_sgd_steps_default_scales_with_d():
+    exp = REGISTRY["ghorbani-qf-width"]
+    assert exp.resolve("quick", {"d": 60}).sgd_steps == 75 * 60
+    assert exp.resolve("quick", {"d": 60, "sgd_steps": 123}).sgd_steps == 123
+    assert REGISTRY["ghorbani-mg-width"].resolve("quick", {"d": 20}).sgd_steps == 2000

@@ -23,7 +23,7 @@ Theorems 5-6 drop; the best scaled rank-N truncation of Delta for NN), with
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -48,6 +48,7 @@ METHODS = ("NN", "NT(I)", "RF(I)")
 
 
 class MGWidthParams(WidthParams):
+    steps_per_d: ClassVar[int] = 100
     d: int = Field(30, ge=4, le=4000, description="input dimension (paper: 450)")
     nt_samples: int = Field(30_000, ge=100, le=10**8,
                             description="samples of the NT least-squares fit")

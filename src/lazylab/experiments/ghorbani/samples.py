@@ -11,8 +11,9 @@ linearly-spaced steps, rows with x_name "n/d", x = step * batch / d:
 * ``risk``: the exact population risk R/R0 of the model at that step;
 * ``train_loss``: the loss of that step's fresh batch / R0 (an unbiased estimate of the risk);
 
-and at the last x the NT unit adds ``risk_population_limit``, the exact n = infinity NT risk for
-its own W (the finite-d limit its SGD converges to).  Theory rows: ``lim NN`` and ``lim NT(I)``
+and at the last x ``lr`` (the step size kept among ``lr_factors``) and, for NT,
+``risk_population_limit``, the exact n = infinity NT risk for its own W (the finite-d limit its
+SGD converges to).  Theory rows: ``lim NN`` and ``lim NT(I)``
 (the dashed large-n limits of the paper's legend) with metric ``risk`` (the paper's formulas)
 and ``risk_finite_d`` (exact finite-d values), constant in x.
 """

@@ -65,8 +65,9 @@ class WidthParams(ExperimentParams):
     test_samples: int = Field(10_000, ge=100, le=10**8,
                               description="fresh samples of the reported test risk")
     sgd_steps: int = Field(3000, ge=10, le=10**7,
-                           description="one-pass SGD steps for NN (and NT with sgd; paper 2e5 "
-                           "for qf, 1.4e5 for mg)")
+                           description="one-pass SGD steps for NN (and NT with sgd); unless "
+                           "set, 75 d (qf) or 100 d (mixture), since the default step size "
+                           "shrinks with d (paper: 2e5 for qf, 1.4e5 for mg)")
     batch_size: int = Field(100, ge=1, le=100_000, description="SGD minibatch size")
     nn_lr: float | None = Field(None, gt=0, le=10, description="NN step size; default "
                                 "0.18/(sqrt(d)(1 + d/batch_size))")
@@ -84,6 +85,18 @@ class WidthParams(ExperimentParams):
                               "exact population limits of the simulated W's instead (no "
                               "minutes-long Gram solves at d = 450 when assembling)")
     chunk: int = Field(8192, ge=64, le=10**7, description="rows per least-squares chunk")
+
+    #: sgd_steps when not given: steps_per_d * d (the step size falls like d^-1/2 (1 + d/b)^-1).
+    steps_per_d: ClassVar[int] = 75
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_steps(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "sgd_steps" not in data:
+            d = data.get("d", cls.model_fields["d"].default)
+            if isinstance(d, int) and not isinstance(d, bool):
+                data = {**data, "sgd_steps": cls.steps_per_d * d}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> WidthParams:
