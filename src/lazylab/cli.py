@@ -13,7 +13,6 @@ import os
 import shlex
 import sqlite3
 import traceback
-import typing
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -176,15 +175,6 @@ def _duration(sec: float | None) -> str:
     return f"{sec / 3600:.1f} h"
 
 
-def _type_name(ann: Any) -> str:
-    """``list[int]``, ``str | None``, ``choice`` for a Literal (its values show as allowed)."""
-    if typing.get_origin(ann) is typing.Literal:
-        return "choice"
-    if typing.get_args(ann):
-        return str(ann).replace("typing.", "")
-    return getattr(ann, "__name__", str(ann))
-
-
 def _version(value: bool) -> None:
     if value:
         from importlib.metadata import version
@@ -239,8 +229,7 @@ def show(exp_id: Annotated[str, typer.Argument(metavar="ID", help="An experiment
             paper_s = format_value(paper)
             if paper != quick:
                 paper_s = f"[bold]{escape(paper_s)}[/]"
-            ann = exp.Params.model_fields[r["name"]].annotation
-            t.add_row(r["name"], escape(_type_name(ann)), escape(format_value(quick)), paper_s,
+            t.add_row(r["name"], escape(r["type"]), escape(format_value(quick)), paper_s,
                       escape(r["allowed"]), escape(r["description"]))
         out.print(t)
         c = Table(title="claims")

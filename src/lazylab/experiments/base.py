@@ -217,6 +217,22 @@ class Experiment(ABC):
 
 
 def _type_name(ann: Any) -> str:
+    """A short readable type: ``list[float]``, ``float | None``, ``choice`` (Literal)."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin is typing.Literal:
+        return "choice"
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in args)
+    if origin is not None:
+        inner = ", ".join(_type_name(a) for a in args)
+        return f"{getattr(origin, '__name__', str(origin))}[{inner}]"
+    if ann is type(None):
+        return "None"
     return getattr(ann, "__name__", None) or str(ann).replace("typing.", "")
 
 
