@@ -50,23 +50,47 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
 import torch
+from pydantic import Field
 
 from lazylab.data.mixture import GaussianMixture, diag_delta
 from lazylab.data.quadratic import QuadraticTarget, exponential_B
+from lazylab.experiments.base import ExperimentParams
 from lazylab.models import LinearizedModel, TwoLayerNet, gaussian_weights
 from lazylab.solve import NormalEquations
 from lazylab.train import TrainingDiverged, fit, ghorbani_paper
 
 __all__ = [
+    "GhorbaniParams",
     "Problem", "QuadForm", "qf_problem", "mg_problem", "draw_weights", "fit_rf", "fit_nt_lstsq",
     "nt_basis_size", "train_nn", "train_nt_sgd", "test_risk", "nn_lr", "nt_lr", "SGDConfig",
     "small_op_threads", "best_lr_run",
 ]
 
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
+
+
+class GhorbaniParams(ExperimentParams):
+    """Parameters every Ghorbani experiment shares: the problem and the SGD protocol."""
+
+    d: int = Field(40, ge=4, le=4000, description="input dimension (paper: 450)")
+    target_seed: int = Field(100, ge=0, description="seed of the target (B or Delta); the "
+                             "companion code uses 100")
+    batch_size: int = Field(100, ge=1, le=100_000, description="SGD minibatch size")
+    nn_lr: float | None = Field(None, gt=0, le=10, description="NN step size; default "
+                                "0.18/(sqrt(d)(1 + d/batch_size))")
+    nt_lr: float | None = Field(None, gt=0, le=10, description="NT SGD step size; default "
+                                "min(1/8, 0.13 batch_size/d)/N")
+    lr_factors: list[Annotated[float, Field(gt=0, le=1000)]] = Field(
+        [1.0], min_length=1, description="SGD step sizes tried, as multiples of nn_lr / nt_lr; "
+        "the run with the lowest final risk is kept (the paper's best-of-grid choice)")
+    tail_fraction: float = Field(0.15, ge=0, le=0.5, description="length of each of the lr/10 "
+                                 "and lr/15 phases, as a fraction of sgd_steps")
+    init_scale: float = Field(0.3, gt=0, le=10, description="NN init scale s: w_i ~ N(0, "
+                              "s^2 I/(max(N,d) sqrt(d))), i.e. Tr W^T W = s^2 Tr B")
 
 
 @dataclass(frozen=True)

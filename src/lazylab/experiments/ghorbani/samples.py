@@ -21,14 +21,14 @@ and ``risk_finite_d`` (exact finite-d values), constant in x.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from pydantic import Field
 
 from lazylab.experiments import style
-from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
+from lazylab.experiments.base import Claim, Experiment, Results, row
 from lazylab.experiments.ghorbani import common as C
 from lazylab.experiments.ghorbani.verdicts import ABS_FLOOR, K_SE, sgd_allowance, sim_stats
 from lazylab.seeding import torch_generator
@@ -46,25 +46,11 @@ def eval_steps(steps: int, points: int) -> list[int]:
     return sorted(set(log_spaced_steps(steps, points)) | set(lin))
 
 
-class SamplesParams(ExperimentParams):
+class SamplesParams(C.GhorbaniParams):
     """Parameters of a risk-vs-samples figure (subclasses change defaults)."""
 
-    d: int = Field(40, ge=4, le=4000, description="input dimension (paper: 450)")
     rho: float = Field(0.5, gt=0, le=4, description="width N = round(rho d)")
-    target_seed: int = Field(100, ge=0, description="seed of the target (B or Delta)")
     sgd_steps: int = Field(15_000, ge=10, le=10**7, description="one-pass SGD steps")
-    batch_size: int = Field(100, ge=1, le=100_000, description="SGD minibatch size")
-    nn_lr: float | None = Field(None, gt=0, le=10, description="NN step size; default "
-                                "0.18/(sqrt(d)(1 + d/batch_size))")
-    nt_lr: float | None = Field(None, gt=0, le=10, description="NT step size; default "
-                                "min(1/8, 0.13 batch_size/d)/N")
-    lr_factors: list[Annotated[float, Field(gt=0, le=1000)]] = Field(
-        [1.0], min_length=1, description="SGD step sizes tried, as multiples of nn_lr / nt_lr; "
-        "the run with the lowest final risk is kept (the paper's best-of-grid choice)")
-    tail_fraction: float = Field(0.15, ge=0, le=0.5, description="length of each of the lr/10 "
-                                 "and lr/15 phases, as a fraction of sgd_steps")
-    init_scale: float = Field(0.3, gt=0, le=10, description="NN init scale s: w_i ~ N(0, "
-                              "s^2 I/(max(N,d) sqrt(d))), i.e. Tr W^T W = s^2 Tr B")
     eval_points: int = Field(25, ge=2, le=1000, description="log- and evenly-spaced points "
                              "where the risk is recorded (each)")
     theory_draws: int = Field(20, ge=0, le=10_000, description="draws of W for the Monte "

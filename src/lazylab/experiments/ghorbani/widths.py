@@ -20,14 +20,14 @@ axis; the exact grid is not given, so we take a geometric grid plus N = d (spec 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
 from pydantic import Field, model_validator
 
 from lazylab.experiments import style
-from lazylab.experiments.base import Experiment, ExperimentParams, Results, geomspace_int, row
+from lazylab.experiments.base import Experiment, Results, geomspace_int, row
 from lazylab.experiments.ghorbani import common as C
 from lazylab.experiments.ghorbani.verdicts import lstsq_allowance, match_claim, sgd_allowance
 from lazylab.seeding import derive_seed, torch_generator
@@ -42,12 +42,9 @@ def width_grid(d: int, rho_min: float, rho_max: float, n: int) -> list[int]:
     return geomspace_int(lo, hi, n, extra=[d])
 
 
-class WidthParams(ExperimentParams):
+class WidthParams(C.GhorbaniParams):
     """Parameters of a risk-vs-width figure (subclasses change defaults)."""
 
-    d: int = Field(40, ge=4, le=4000, description="input dimension (paper: 450)")
-    target_seed: int = Field(100, ge=0, description="seed of the target (B or Delta); the "
-                             "companion code uses 100")
     rho_min: float = Field(0.1, gt=0, le=1, description="smallest N/d of the width grid")
     rho_max: float = Field(10.0, ge=1, le=100, description="largest N/d of the width grid")
     n_widths: int = Field(11, ge=3, le=60, description="geometric grid size (N = d is added)")
@@ -68,18 +65,6 @@ class WidthParams(ExperimentParams):
                            description="one-pass SGD steps for NN (and NT with sgd); unless "
                            "set, 75 d (qf) or 100 d (mixture), since the default step size "
                            "shrinks with d (paper: 2e5 for qf, 1.4e5 for mg)")
-    batch_size: int = Field(100, ge=1, le=100_000, description="SGD minibatch size")
-    nn_lr: float | None = Field(None, gt=0, le=10, description="NN step size; default "
-                                "0.18/(sqrt(d)(1 + d/batch_size))")
-    nt_lr: float | None = Field(None, gt=0, le=10, description="NT SGD step size; default "
-                                "min(1/8, 0.13 batch_size/d)/N")
-    lr_factors: list[Annotated[float, Field(gt=0, le=1000)]] = Field(
-        [1.0], min_length=1, description="SGD step sizes tried, as multiples of nn_lr / nt_lr; "
-        "the run with the lowest final risk is kept (the paper's best-of-grid choice)")
-    tail_fraction: float = Field(0.15, ge=0, le=0.5, description="length of each of the lr/10 "
-                                 "and lr/15 phases, as a fraction of sgd_steps")
-    init_scale: float = Field(0.3, gt=0, le=10, description="NN init scale s: w_i ~ N(0, "
-                              "s^2 I/(max(N,d) sqrt(d))), i.e. Tr W^T W = s^2 Tr B")
     theory_draws: int = Field(20, ge=0, le=10_000, description="draws of W for the finite-d "
                               "Monte Carlo references of RF (and NT on the mixture); 0: use the "
                               "exact population limits of the simulated W's instead (no "
