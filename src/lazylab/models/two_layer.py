@@ -18,7 +18,7 @@ Example
 >>> import torch
 >>> from lazylab.models import TwoLayerNet
 >>> net = TwoLayerNet(5, 8, init="symmetric", generator=torch.Generator().manual_seed(0))
->>> float(net(torch.randn(3, 5)).abs().max())
+>>> float(net(torch.randn(3, 5)).detach().abs().max())
 0.0
 """
 
