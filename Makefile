@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(BIN)/lazylab reproduce ghorbani --scale quick --out runs/demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
