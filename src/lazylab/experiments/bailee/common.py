@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from lazylab.activations import Activation, get_activation
+from lazylab.data import sphere
 from lazylab.experiments.base import Claim, Results
 from lazylab.models import TwoLayerNet
 from lazylab.models.bailee_constructions import phase_sine
@@ -38,6 +39,7 @@ __all__ = [
     "random_direction",
     "resolve_activation",
     "slope_claim",
+    "sphere_points_and_direction",
     "width_grid",
 ]
 
@@ -82,6 +84,17 @@ def random_direction(d: int, norm: float, generator: torch.Generator,
     """A uniformly random direction in R^d with the given norm."""
     v = torch.randn(d, generator=generator, device=generator.device, dtype=dtype)
     return norm * v / v.norm()
+
+
+def sphere_points_and_direction(tag: str, d: int, n_test: int, B_x: float, data_seed: int,
+                                device: torch.device | str = "cpu",
+                                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Test points x uniform on the sphere of radius B_x and a direction v of norm
+    sqrt(d)/B_x, drawn from :func:`data_generator` so every width sees the same (x, v)."""
+    g = data_generator(data_seed, tag, d, n_test)
+    X = sphere(n_test, d, radius=B_x, generator=g, dtype=F64)
+    v = random_direction(d, math.sqrt(d) / B_x, g)
+    return X.to(device), v.to(device)
 
 
 def input_chunks(X: torch.Tensor, width: int) -> Iterator[torch.Tensor]:

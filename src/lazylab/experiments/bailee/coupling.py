@@ -23,17 +23,14 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from lazylab.data import sphere
 from lazylab.experiments import register
 from lazylab.experiments.bailee.common import (
-    F64,
     PAPER,
-    data_generator,
     input_chunks,
     make_net,
-    random_direction,
     resolve_activation,
     slope_claim,
+    sphere_points_and_direction,
     width_grid,
 )
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
@@ -100,10 +97,7 @@ class Coupling(Experiment):
     @staticmethod
     def _data(p: CouplingParams, device: torch.device | str = "cpu",
               ) -> tuple[torch.Tensor, torch.Tensor]:
-        g = data_generator(p.data_seed, "coupling", p.d, p.n_test)
-        X = sphere(p.n_test, p.d, radius=p.B_x, generator=g, dtype=F64)
-        v = random_direction(p.d, math.sqrt(p.d) / p.B_x, g)
-        return X.to(device), v.to(device)
+        return sphere_points_and_direction("coupling", p.d, p.n_test, p.B_x, p.data_seed, device)
 
     def run_unit(self, p: CouplingParams, key: dict[str, Any], seed: int,
                  device: torch.device) -> list[dict[str, Any]]:
