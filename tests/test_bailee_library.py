@@ -16,7 +16,7 @@ import torch
 from lazylab.data import sphere
 from lazylab.kernels import relu_power_nngp
 from lazylab.models import SignRandomizedNet, TwoLayerNet
-from lazylab.models.bailee_constructions import (
+from lazylab.models.bailee.constructions import (
     coherent_direction,
     combine_representers,
     norm_2p,
@@ -39,13 +39,13 @@ from lazylab.theory.bailee import (
     representer_norm_limit,
 )
 from lazylab.train import norm_2_4_penalty
-from lazylab.train.landscape import (
+from lazylab.train.bailee.landscape import (
     directional_derivatives,
     expected_sign_hessian_form,
     landscape_gap,
     lemma1_terms,
 )
-from lazylab.train.randomized_risk import (
+from lazylab.train.bailee.randomized_risk import (
     linear_term_second_moment,
     quadratic_risk,
     randomized_risk,

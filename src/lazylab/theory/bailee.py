@@ -31,7 +31,7 @@ import torch
 
 from lazylab.activations import Activation, get_activation
 from lazylab.data.harmonics import hermite_e
-from lazylab.models.bailee_constructions import relu_hermite_coefficient, representable_exponent
+from lazylab.models.bailee.constructions import relu_hermite_coefficient, representable_exponent
 from lazylab.models.randomized import moment_matched_pair
 
 __all__ = [

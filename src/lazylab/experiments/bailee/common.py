@@ -25,7 +25,7 @@ from lazylab.activations import Activation, get_activation
 from lazylab.data import sphere
 from lazylab.experiments.base import Claim, Results
 from lazylab.models import TwoLayerNet
-from lazylab.models.bailee_constructions import phase_sine
+from lazylab.models.bailee.constructions import phase_sine
 from lazylab.seeding import derive_seed, torch_generator
 
 __all__ = [

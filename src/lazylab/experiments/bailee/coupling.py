@@ -36,10 +36,10 @@ from lazylab.experiments.bailee.common import (
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
 from lazylab.experiments.style import finish, new_figure, series_line, series_points
 from lazylab.models import SignRandomizedNet
-from lazylab.models.bailee_constructions import coherent_direction
+from lazylab.models.bailee.constructions import coherent_direction
 from lazylab.seeding import torch_generator
 from lazylab.theory.bailee import COUPLING_SLOPES, coupling_predictions
-from lazylab.train.randomized_risk import sign_moments
+from lazylab.train.bailee.randomized_risk import sign_moments
 
 __all__ = ["Coupling", "CouplingParams"]
 

@@ -2,7 +2,7 @@
 Lemma 9, Lemma 15, Theorem 7 and App. C.4; spec C12).
 
 For p in ``ps`` and widths m on a log grid, sigma = relu^3/6, we build W* with
-:func:`lazylab.models.bailee_constructions.quadratic_representer` (rows 2 m^{-1/4}
+:func:`lazylab.models.bailee.constructions.quadratic_representer` (rows 2 m^{-1/4}
 sqrt(a_+-(w0_r)) beta, a(.) the Lemma 9 Hermite coefficient) and measure on test points of the
 sphere of radius B_x:
 
@@ -43,14 +43,14 @@ from lazylab.experiments.bailee.common import (
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
 from lazylab.experiments.style import finish, series_line, series_points
 from lazylab.models import SignRandomizedNet
-from lazylab.models.bailee_constructions import quadratic_representer, representable_exponent
+from lazylab.models.bailee.constructions import quadratic_representer, representable_exponent
 from lazylab.theory.bailee import (
     representer_errors,
     representer_norm_bound,
     representer_norm_limit,
     representer_norm_sd,
 )
-from lazylab.train.randomized_risk import sign_moments
+from lazylab.train.bailee.randomized_risk import sign_moments
 
 __all__ = ["Expressivity", "ExpressivityParams"]
 

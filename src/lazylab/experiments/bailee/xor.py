@@ -46,7 +46,7 @@ from lazylab.seeding import derive_seed, torch_generator
 from lazylab.solve import kernel_ridge
 from lazylab.theory.bailee import XOR_NSTAR_SLOPES
 from lazylab.train import TrainingDiverged, fit
-from lazylab.train.randomized_risk import sign_moments, train_randomized
+from lazylab.train.bailee.randomized_risk import sign_moments, train_randomized
 
 __all__ = ["Xor", "XorParams"]
 

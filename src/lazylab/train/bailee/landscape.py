@@ -30,8 +30,8 @@ from collections.abc import Callable
 import torch
 
 from lazylab.models.two_layer import TwoLayerNet
+from lazylab.train.bailee.randomized_risk import quadratic_risk
 from lazylab.train.losses import LossFn, get_loss
-from lazylab.train.randomized_risk import quadratic_risk
 
 __all__ = [
     "directional_derivatives",
