@@ -36,6 +36,7 @@ from torch import nn
 from torch.func import functional_call, jacrev, vmap
 
 from lazylab.kernels._inputs import check_choice
+from lazylab.models.groups import GROUP_NAMES, HasParamGroups, group_param_names, is_group_name
 from lazylab.models.two_layer import TwoLayerNet
 
 __all__ = ["empirical_ntk", "trained_names"]
@@ -50,26 +51,31 @@ CHUNK_ELEMS = 1 << 25
 def trained_names(net: nn.Module, trained: str | Sequence[str]) -> list[str]:
     """The parameter (or buffer) names a ``trained`` spec selects.
 
-    ``"first"``: ["W"]; ``"both"``: ["W", "a"] plus "c" when the net has a bias (TwoLayerNet
-    only); ``"all"``: every parameter with ``requires_grad``; a list: those names, each a
+    ``"first"``, ``"hidden"``, ``"last"``: that group of the net's ``param_groups()``
+    (:mod:`lazylab.models.groups`; for a TwoLayerNet ``"first"`` is ["W"]); ``"both"``:
+    ["W", "a"] plus "c" when the net has a bias (TwoLayerNet only, whether or not a is
+    trainable: the NTK of both layers); ``"all"``: the group ``"all"`` (every parameter with
+    ``requires_grad`` for a model without ``param_groups()``); a list: those names, each a
     parameter or buffer of ``net``.
     """
     tensors = dict(net.named_parameters()) | dict(net.named_buffers())
     if isinstance(trained, str):
-        if trained in ("first", "both"):
+        if trained == "both":
             if not isinstance(net, TwoLayerNet):
-                raise ValueError(f"trained={trained!r} needs a TwoLayerNet; for "
-                                 f"{type(net).__name__} use 'all' or a list of parameter names")
-            if trained == "first":
-                return ["W"]
+                raise ValueError(f"trained='both' needs a TwoLayerNet; for "
+                                 f"{type(net).__name__} use a group name "
+                                 f"({', '.join(GROUP_NAMES)}) or a list of parameter names")
             return ["W", "a"] + (["c"] if net.c is not None else [])
-        if trained == "all":
-            names = [k for k, p in net.named_parameters() if p.requires_grad]
-            if not names:
-                raise ValueError("trained='all' selects nothing: net has no trainable parameter")
+        if is_group_name(trained):
+            try:
+                names = group_param_names(net, trained)
+            except ValueError as err:
+                raise ValueError(f"trained={trained!r}: {err}") from None
+            if trained == "all" and not isinstance(net, HasParamGroups):
+                names = [k for k in names if net.get_parameter(k).requires_grad]
             return names
-        raise ValueError(f"trained must be one of first, both, all, or a list of parameter "
-                         f"names; got {trained!r}")
+        raise ValueError(f"trained must be one of {', '.join(GROUP_NAMES)}, both, or a list "
+                         f"of parameter names; got {trained!r}")
     names = list(trained)
     unknown = [k for k in names if k not in tensors]
     if not names or unknown:
@@ -239,8 +245,9 @@ def empirical_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None = None
         (examples along dim 0) to outputs (n,) or (n, k).
     X : (n, ...) inputs; Z : (n', ...) inputs or None (then Z = X). Cast to the net's dtype
         and device.
-    trained : ``"first"`` (W) or ``"both"`` (W, a, and the bias c if any) for a TwoLayerNet;
-        ``"all"`` (every parameter with requires_grad); or a list of parameter/buffer names.
+    trained : a parameter group of the net (``"first"``, ``"hidden"``, ``"last"``, ``"all"``;
+        :mod:`lazylab.models.groups`), ``"both"`` (W, a, and the bias c if any, for a
+        TwoLayerNet), or a list of parameter/buffer names.
     method : ``"auto"`` (structured for a TwoLayerNet, else autodiff), ``"structured"`` or
         ``"autodiff"`` (torch.func Jacobians, for any module).
     chunk_elems : bound on the elements of the largest intermediate array.

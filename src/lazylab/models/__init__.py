@@ -1,5 +1,7 @@
 """Models in every regime: full network, random features, Taylor models, randomized networks.
 
+- :mod:`lazylab.models.groups`: the ``param_groups()`` protocol (first / hidden / last / all)
+  that kernels, Taylor models and ``train.fit`` accept by name.
 - :class:`TwoLayerNet`: f(x) = s_m sum_r a_r sigma(w_r.x) (+ c), Gaussian or symmetric init,
   NTK / mean-field / no scaling, closed-form Taylor terms and tangent features.
 - :class:`RandomFeatures`: fixed random first layer (Ghorbani et al. 2019, Eq. (2)); its
@@ -11,6 +13,7 @@
   the randomized networks of Bai & Lee 2020 (Secs. 3 and 6) with exact moments.
 """
 
+from lazylab.models.groups import GROUP_NAMES, param_group, param_groups
 from lazylab.models.random_features import RandomFeatures, gaussian_weights
 from lazylab.models.randomized import (
     HigherOrderRandomizedNet,
@@ -22,6 +25,9 @@ from lazylab.models.taylor import LinearizedModel, QuadraticModel, TaylorModel, 
 from lazylab.models.two_layer import TwoLayerNet, scale_factor
 
 __all__ = [
+    "GROUP_NAMES",
+    "param_group",
+    "param_groups",
     "TwoLayerNet",
     "scale_factor",
     "RandomFeatures",

@@ -111,6 +111,12 @@ class RandomFeatures(nn.Module):
             raise ValueError(f"X must have shape (n, {self.d}); got {tuple(X.shape)}")
         return self.scale * self.act(X @ self.W.T)
 
+    def param_groups(self) -> dict[str, list[nn.Parameter]]:
+        """Parameters by role (:mod:`lazylab.models.groups`): the first layer W is fixed, so
+        only ``"last"`` ([a], plus c with ``bias``) and ``"all"``."""
+        last = [self.a] + ([self.c] if self.c is not None else [])
+        return {"last": last, "all": list(last)}
+
     def forward(self, X: torch.Tensor) -> torch.Tensor:
         out = self.features(X) @ self.a
         return out + self.c if self.c is not None else out

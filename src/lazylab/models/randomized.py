@@ -246,6 +246,10 @@ class SignRandomizedNet(_RandomizedTwoLayer):
     def direction(self) -> torch.Tensor:
         return self.U
 
+    def param_groups(self) -> dict[str, list[nn.Parameter]]:
+        """Parameters by role (:mod:`lazylab.models.groups`): U moves the first layer."""
+        return {"first": [self.U], "all": [self.U]}
+
     def sample_signs(self, n_draws: int | None = None,
                      generator: torch.Generator | None = None) -> torch.Tensor:
         """Sigma's diagonal: (m,) or (n_draws, m) iid +-1."""
@@ -287,6 +291,10 @@ class HigherOrderRandomizedNet(_RandomizedTwoLayer):
 
     def direction(self) -> torch.Tensor:
         return torch.cat([self.W_star, self.W_star])
+
+    def param_groups(self) -> dict[str, list[nn.Parameter]]:
+        """Parameters by role (:mod:`lazylab.models.groups`): W* moves the first layer."""
+        return {"first": [self.W_star], "all": [self.W_star]}
 
 
 def _initial(shape: tuple[int, ...] | torch.Size, like: torch.Tensor, init: torch.Tensor | None,

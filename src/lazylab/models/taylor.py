@@ -38,6 +38,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, jvp
 
+from lazylab.models.groups import GROUP_NAMES, group_param_names, is_group_name, param_groups
 from lazylab.models.two_layer import TwoLayerNet
 
 __all__ = ["taylor_terms", "TaylorModel", "LinearizedModel", "QuadraticModel"]
@@ -124,8 +125,10 @@ class TaylorModel(nn.Module):
     model : the network; a :class:`TwoLayerNet` gets the closed-form path.
     order : k, the highest order kept (>= 0).
     terms : which orders j in 0..k are summed by ``forward`` (default all 0..k).
-    wrt : names of the parameters perturbed (default: the model's trainable parameters;
-        for a TwoLayerNet with a fixed second layer that is ``("W",)``).
+    wrt : what is perturbed: a group name of the model's ``param_groups()`` (``"first"``,
+        ``"hidden"``, ``"last"``, ``"all"``; :mod:`lazylab.models.groups`), a parameter name,
+        or a sequence of parameter names (default: the model's trainable parameters; for a
+        TwoLayerNet with a fixed second layer that is ``("W",)``).
     path : ``"auto"`` (closed form when possible), ``"closed_form"`` (TwoLayerNet and wrt
         within W, a, c) or ``"autodiff"`` (torch.func, any module).
     init_std : the direction starts at init_std * N(0, 1) entries (needs ``generator``).
@@ -140,7 +143,7 @@ class TaylorModel(nn.Module):
     """
 
     def __init__(self, model: nn.Module, order: int = 1, *, terms: Sequence[int] | None = None,
-                 wrt: Sequence[str] | None = None, path: str = "auto", init_std: float = 0.0,
+                 wrt: str | Sequence[str] | None = None, path: str = "auto", init_std: float = 0.0,
                  generator: torch.Generator | None = None):
         super().__init__()
         if not isinstance(model, nn.Module):
@@ -152,11 +155,17 @@ class TaylorModel(nn.Module):
                              f"got {terms!r}")
         self.orders = tuple(sorted({int(j) for j in orders}))
         named = dict(model.named_parameters())
-        names = [k for k, v in named.items() if v.requires_grad] if wrt is None else list(wrt)
+        if wrt is None:
+            names = [k for k, v in named.items() if v.requires_grad]
+        elif is_group_name(wrt):
+            names = group_param_names(model, wrt)
+        else:
+            names = [wrt] if isinstance(wrt, str) else list(wrt)
         bad = [k for k in names if k not in named]
         if bad or not names:
-            raise ValueError(f"wrt must name parameters of the model among {sorted(named)}; "
-                             f"got {list(wrt) if wrt is not None else names}")
+            raise ValueError(f"wrt must be a group name ({', '.join(GROUP_NAMES)}) or name "
+                             f"parameters of the model among {sorted(named)}; got "
+                             f"{wrt if wrt is not None else names!r}")
         if path not in ("auto", "closed_form", "autodiff"):
             raise ValueError(f"path must be one of auto, closed_form, autodiff; got {path!r}")
         closed_ok = isinstance(model, TwoLayerNet) and set(names) <= _CLOSED_FORM_PARAMS
@@ -178,6 +187,18 @@ class TaylorModel(nn.Module):
                 U = init_std * noise.to(p.device)
             dirs.append(nn.Parameter(U))
         self._dirs = nn.ParameterList(dirs)
+        # The base model's roles, restricted to the perturbed parameters (names per group).
+        self._group_names = {g: [k for k in group_param_names(model, g) if k in self.wrt]
+                             for g, ps in param_groups(model).items() if ps}
+
+    def param_groups(self) -> dict[str, list[nn.Parameter]]:
+        """The directions by the base model's roles (:mod:`lazylab.models.groups`): the
+        direction of W is in ``"first"`` when the base model's W is; ``"all"`` is every
+        direction."""
+        d = self.direction
+        out = {g: [d[k] for k in ks] for g, ks in self._group_names.items() if ks}
+        out["all"] = list(self._dirs)
+        return out
 
     @property
     def direction(self) -> dict[str, nn.Parameter]:
@@ -248,7 +269,7 @@ class LinearizedModel(TaylorModel):
     """
 
     def __init__(self, model: nn.Module, *, include_f0: bool = True,
-                 wrt: Sequence[str] | None = None, path: str = "auto", init_std: float = 0.0,
+                 wrt: str | Sequence[str] | None = None, path: str = "auto", init_std: float = 0.0,
                  generator: torch.Generator | None = None):
         super().__init__(model, 1, terms=(0, 1) if include_f0 else (1,), wrt=wrt, path=path,
                          init_std=init_std, generator=generator)
@@ -262,7 +283,7 @@ class QuadraticModel(TaylorModel):
     """
 
     def __init__(self, model: nn.Module, *, include_linear: bool = False,
-                 include_f0: bool = False, wrt: Sequence[str] | None = None,
+                 include_f0: bool = False, wrt: str | Sequence[str] | None = None,
                  path: str = "auto", init_std: float = 0.0,
                  generator: torch.Generator | None = None):
         terms = (0,) * include_f0 + (1,) * include_linear + (2,)

@@ -180,6 +180,19 @@ class TwoLayerNet(nn.Module):
     def forward(self, X: torch.Tensor) -> torch.Tensor:
         return self.evaluate(X)
 
+    def param_groups(self) -> dict[str, list[nn.Parameter]]:
+        """Parameters by role (:mod:`lazylab.models.groups`): ``"first"`` [W], ``"last"`` [a]
+        (when trainable) and [c] (when ``bias``), ``"all"`` every parameter.
+
+        ``trained="first"`` of the kernels is the group ``"first"``; ``trained="both"`` is
+        W, a and c whether or not a is trainable (the NTK of both layers).
+        """
+        last = [p for p in (self.a, self.c) if isinstance(p, nn.Parameter)]
+        groups = {"first": [self.W], "all": list(self.parameters())}
+        if last:
+            groups["last"] = last
+        return groups
+
     def taylor_terms(self, X: torch.Tensor, U: torch.Tensor | None, order: int, *,
                      delta_a: torch.Tensor | None = None,
                      delta_c: torch.Tensor | float | None = None) -> list[torch.Tensor]:

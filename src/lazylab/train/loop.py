@@ -41,6 +41,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from lazylab.models.groups import is_group_name, param_group
 from lazylab.train.history import History, TrainingDiverged, log_spaced_steps
 from lazylab.train.losses import LossFn, get_loss
 from lazylab.train.schedules import Schedule
@@ -71,6 +72,20 @@ def _nonneg(value: float, name: str, *, upper: float | None = None) -> float:
         bound = f" and < {upper}" if upper is not None else ""
         raise ValueError(f"{name} must be a finite number >= 0{bound}; got {value!r}")
     return v
+
+
+def _expand(model: nn.Module, item: torch.Tensor | str) -> list[torch.Tensor]:
+    """A tensor, a parameter name, or a group name of ``param_groups()`` -> tensors."""
+    if isinstance(item, str) and is_group_name(item):
+        try:
+            group = param_group(model, item)
+        except ValueError as err:
+            raise ValueError(f"params={item!r}: {err}") from None
+        trainable = [p for p in group if p.requires_grad]
+        if not trainable:
+            raise ValueError(f"params={item!r}: no parameter of the group requires grad")
+        return trainable
+    return [_resolve_tensor(model, item)]
 
 
 def _resolve_tensor(model: nn.Module, item: torch.Tensor | str) -> torch.Tensor:
@@ -107,12 +122,12 @@ def _resolve_groups(model: nn.Module, params: Iterable[ParamSpec] | None,
                                  f"'lr_scale', 'weight_decay'; got keys {sorted(item)}")
             sub = item["params"]
             sub = [sub] if isinstance(sub, torch.Tensor | str) else list(sub)
-            groups.append(_Group([_resolve_tensor(model, s) for s in sub],
+            groups.append(_Group([t for s in sub for t in _expand(model, s)],
                                  _nonneg(item.get("lr_scale", 1.0), "lr_scale"),
                                  _nonneg(item.get("weight_decay", weight_decay),
                                          "weight_decay")))
         else:
-            default.append(_resolve_tensor(model, item))
+            default.extend(_expand(model, item))
     if default:
         groups.insert(0, _Group(default, 1.0, weight_decay))
     seen: set[int] = set()
@@ -213,8 +228,10 @@ def fit(model: nn.Module, *, data: Batch | None = None, sampler: Sampler | None 
         torch.no_grad() (wrap in torch.enable_grad() inside if it needs gradients).
     generator : the torch.Generator of every random draw (minibatches, samples, noise); it
         must live on the device of the parameters when noise_std > 0.
-    params : what to train: default every parameter with requires_grad; else a list of
-        tensors, parameter names (``"W"``) and groups {"params": [...], "lr_scale": s,
+    params : what to train: default every parameter with requires_grad; else a group name of
+        the model's ``param_groups()`` (``"first"``, ``"hidden"``, ``"last"``, ``"all"``;
+        :mod:`lazylab.models.groups`), or a list of tensors, parameter names (``"W"``), group
+        names and groups {"params": [...], "lr_scale": s,
         "weight_decay": wd} (e.g. Ghorbani et al.'s per-layer gradient rescaling).
     noise_mode : "gradient" (noise added to the gradient) or "langevin" (sqrt(2 eta) noise
         added to the parameters).
