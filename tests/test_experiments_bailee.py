@@ -69,14 +69,14 @@ def test_higher_order_tiny_run(tmp_path):
                                                                           "rest")}
     # the k-th term approaches its limit with relative error ~ m^{-1/2}: 0.013 at m = 2e4 in
     # the quick run, so ~0.034 at m = 3000; 0.1 allows 3x for 4 draws x 20 points.
-    assert claims["k3-theta1"].measured["rel_gap_at_max_m"] < 0.1
+    assert claims["k3-theta1"].details["measured"]["rel_gap_at_max_m"] < 0.1
 
 
 def test_expressivity_tiny_run(tmp_path):
     _, claims = _run("bailee-expressivity", tmp_path, ps="2,3", m_min="500", m_max="8000",
                      m_points="3", n_test="40", n_init="2")
     assert claims["norm-bound"].held and claims["norm-limit"].held
-    assert claims["norm-limit"].measured["norm / limit at max m"]["p=2"] == 1.0
+    assert claims["norm-limit"].details["measured"]["norm / limit at max m"]["p=2"] == 1.0
 
 
 def test_xor_tiny_run(tmp_path):

@@ -277,7 +277,10 @@ def _verdict_table(outcomes: Sequence[tuple[str, Sequence[Any]]]) -> Table:
                      justify="center" if col == "held" else "left")
     for exp_id, claims in outcomes:
         for c in claims:
-            t.add_row(exp_id, c.id, "[green]✓[/]" if c.held else "[red]✗[/]",
+            mark = {"held": "[green]✓[/]", "failed": "[red]✗[/]"}.get(c.status, "[dim]n/a[/]")
+            if c.is_consistency:
+                mark += " [dim](check)[/]"
+            t.add_row(exp_id, c.id, mark,
                       escape(format_value(c.measured)), escape(format_value(c.expected)),
                       escape(format_value(c.tolerance)))
     return t
@@ -387,18 +390,20 @@ def _run_all(specs: Sequence[RunSpec], out: Path, *, resume: bool, strict: bool,
                     _error(str(e), e.detail, console=progress.console)
                     continue
                 outcomes.append(o)
-                held = sum(c.held for c in o.claims)
+                paper_claims = [c for c in o.claims
+                                if not c.is_consistency and c.status != "not_applicable"]
+                held = sum(c.held for c in paper_claims)
                 progress.console.print(
                     f"[green]done[/] {o.spec.exp.id}: {o.computed} unit(s) computed, "
-                    f"{o.reused} reused, {o.wall_seconds:.1f} s; {held}/{len(o.claims)} claims "
-                    "held", highlight=False)
+                    f"{o.reused} reused, {o.wall_seconds:.1f} s; {held}/{len(paper_claims)} "
+                    "claims held", highlight=False)
     md, page = write_report(out)
     console = _out()
     if outcomes:
         console.print(_verdict_table([(o.spec.exp.id, o.claims) for o in outcomes]))
     console.print(f"results in {out}/ID/, report: {page} and {md}")
     code = max((e.exit_code for e in failures), default=0)
-    if strict and any(not c.held for o in outcomes for c in o.claims):
+    if strict and any(c.failed for o in outcomes for c in o.claims):
         _error("--strict: at least one claim did not hold")
         code = max(code, 1)
     if code:

@@ -324,8 +324,20 @@ def _sections(out_dir: Path) -> list[dict[str, Any]]:
 def _verdict(sec: dict[str, Any]) -> str:
     if sec["claims"] is None:
         return f"incomplete ({sec['config'].get('status', 'unknown')})"
-    held = sum(bool(c.get("held")) for c in sec["claims"])
-    return f"{held}/{len(sec['claims'])} held"
+    paper = [c for c in sec["claims"] if _status(c) != "not_applicable"
+             and (c.get("details") or {}).get("kind") != "consistency"]
+    held = sum(_status(c) == "held" for c in paper)
+    return f"{held}/{len(paper)} held"
+
+
+def _status(cl: dict[str, Any]) -> str:
+    """held / failed / not_applicable (claims.json without ``status``: from ``held``)."""
+    return str(cl.get("status") or ("held" if cl.get("held") else "failed"))
+
+
+def _mark(cl: dict[str, Any]) -> str:
+    m = {"held": "✓", "failed": "✗"}.get(_status(cl), "n/a")
+    return m + (" (check)" if (cl.get("details") or {}).get("kind") == "consistency" else "")
 
 
 def _md_cell(v: Any) -> str:
@@ -354,7 +366,7 @@ def _render_md(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
                       "|---|---|---|---|---|---|"]
             for cl in s["claims"]:
                 lines.append("| " + " | ".join(_md_cell(v) for v in (
-                    "✓" if cl.get("held") else "✗", cl.get("id"), cl.get("statement"),
+                    _mark(cl), cl.get("id"), cl.get("statement"),
                     format_value(cl.get("measured")), format_value(cl.get("expected")),
                     format_value(cl.get("tolerance")))) + " |")
             lines.append("")
@@ -403,8 +415,8 @@ def _render_html(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
             out.append("<table><tr><th>held</th><th>claim</th><th>statement</th>"
                        "<th>measured</th><th>expected</th><th>tolerance</th></tr>")
             for cl in s["claims"]:
-                mark = ("<td class='ok'>✓</td>" if cl.get("held")
-                        else "<td class='bad'>✗</td>")
+                cls = {"held": "ok", "failed": "bad"}.get(_status(cl), "na")
+                mark = f"<td class='{cls}'>{_h(_mark(cl))}</td>"
                 out.append("<tr>" + mark + "".join(f"<td>{_h(v)}</td>" for v in (
                     cl.get("id"), cl.get("statement"), format_value(cl.get("measured")),
                     format_value(cl.get("expected")), format_value(cl.get("tolerance")))) + "</tr>")

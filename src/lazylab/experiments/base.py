@@ -8,12 +8,47 @@ An :class:`Experiment` declares
 * ``units(p)``: the grid, a list of JSON-able dicts (e.g. ``{"method": "NN", "N": 45}``). Each
   unit is run once per seed index; the runner derives the unit's seed from the experiment id,
   the unit key and the seed index (:func:`lazylab.seeding.derive_seed`), so results do not
-  depend on scheduling, worker count or resumption.
-* ``run_unit(p, key, seed, device)``: computes one unit and returns rows
-  ``{method, kind="simulation", x_name, x, metric, value}``; the runner adds ``seed``.
+  depend on scheduling, worker count or resumption. Inside a unit, every further random stream
+  comes from :func:`lazylab.experiments.toolkit.sub_generator` (seed, purpose).
+* ``run_unit(p, key, seed, device)``: computes one unit and returns rows made by :func:`row`:
+  ``{method, kind="simulation", x_name, x, metric, value, **facets}``; the runner adds ``seed``.
+  Facets (``d``, ``p``, ``k``, ``lam``, ``arch``, ``mode``, ...) are extra axes of the table:
+  they become columns of ``results.csv`` after the seven standard ones, in sorted order, and
+  :meth:`Results.select` / :meth:`Results.series` filter on them. Never encode an axis in a
+  metric name.
 * ``theory(p)``: rows with ``kind="theory"`` (cheap closed forms, recomputed on assembly).
-* ``claims(p, results)``: verdicts computed from the results table, never written by hand.
+* ``claims(p, results)``: :class:`Claim` verdicts computed from the results table, never
+  written by hand; three states: ``held``, ``failed``, ``not_applicable``.
 * ``plot(p, results)``: a matplotlib figure styled like the paper's.
+* ``robustness_axes``: 1-3 parameters with 3 values each (the default among them) at which the
+  quick scale keeps its time contract and the claims should still hold.
+
+Principles every claim follows (lazylab issue 11; the registry contract test checks the
+mechanical ones)
+-----------------------------------------------------------------------------------------------
+1. **Error model first.** A claim states where its measured number can deviate from the paper's
+   prediction (seed noise, finite width O(m^-1/2), finite dimension O(rho/d), Monte Carlo error,
+   ...) in ``error_model``, and derives its tolerance from it: about ``K_SE = 3`` standard errors
+   plus the stated bias. The tolerance is a function of the parameters and of the standard
+   errors only; it is fixed before the data are seen, never tuned on them.
+   ``claims.json`` reports measured, expected, tolerance and their ratio
+   ``|measured - expected| / tolerance``.
+2. **Consistency checks are not claims.** A statement that holds by construction or by a
+   mathematical identity, or a bound with huge slack, is a unit test, or a claim marked
+   ``details={"kind": "consistency"}``: it is shown but does not count in "N claims held".
+3. **Slopes are two-sided.** A log-log slope is compared with the predicted value within its
+   standard error (``toolkit.slope_claim``), never "decays at least like".
+4. **Every claim can fail.** Each has a falsification test: tilting the stored simulation rows
+   away from the prediction by a stated amount makes it ``failed`` (the registry contract test
+   does this for every claim of every experiment).
+5. **Quick scale is faithful.** It shrinks sizes, never the phenomenon; where it must change
+   something else (init, data) the figure title and the claim statement say so. Every accepted
+   parameter value gives a valid result: protocol sizes scale with d, m, n by a stated rule, or
+   :meth:`Experiment.validate` refuses the value (exit 2) and ``show`` states the range.
+6. **Honest cost.** Quick scale finishes in at most 2 minutes on a 2-core CPU and
+   ``est_seconds`` is within 2x of the measured time.
+7. **Claims that fail, fail.** A claim that does not hold is reported as failed, never loosened
+   after the fact.
 """
 
 from __future__ import annotations
@@ -21,8 +56,8 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -34,43 +69,169 @@ __all__ = [
     "Experiment",
     "ExperimentParams",
     "Results",
+    "Series",
     "row",
 ]
 
-#: Columns of ``results.csv``, in order.
+#: Columns of ``results.csv``, in order; facet columns follow, sorted by name.
 COLUMNS = ("method", "kind", "x_name", "x", "seed", "metric", "value")
+
+#: The three states of a claim.
+STATUSES = ("held", "failed", "not_applicable")
 
 
 class ExperimentParams(BaseModel):
     """Base class of every experiment's parameters: unknown keys are errors."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True,
+                              allow_inf_nan=False)
 
 
 def row(method: str, x_name: str, x: float, metric: str, value: float,
-        kind: str = "simulation") -> dict[str, Any]:
-    """One tidy result row (the runner fills ``seed`` for simulation rows)."""
+        kind: str = "simulation", **facets: Any) -> dict[str, Any]:
+    """One tidy result row (the runner fills ``seed`` for simulation rows).
+
+    Parameters
+    ----------
+    method, x_name, x, metric, value
+        The standard columns (PRODUCT.md): which model/curve, the x axis name and value, the
+        measured quantity and its value.
+    kind
+        ``"simulation"`` (measured, one row per seed) or ``"theory"`` (a closed form).
+    **facets
+        Extra axes of the table (``d=40``, ``p=3``, ``k=2``, ``arch="resnet"``): scalars
+        (int, float, str, bool) that become columns of ``results.csv`` after the standard ones.
+
+    Examples
+    --------
+    >>> r = row("NT(I)", "N", 45, "risk", 0.5, d=40)
+    >>> r["x"], r["d"]
+    (45.0, 40)
+    """
     if kind not in ("simulation", "theory"):
         raise ValueError(f"kind must be 'simulation' or 'theory', got {kind!r}")
-    return {"method": method, "kind": kind, "x_name": x_name, "x": float(x),
-            "metric": metric, "value": float(value)}
+    out: dict[str, Any] = {"method": method, "kind": kind, "x_name": x_name, "x": float(x),
+                           "metric": metric, "value": float(value)}
+    for k, v in facets.items():
+        if k in COLUMNS:
+            raise ValueError(f"facet {k!r} clashes with a standard column")
+        if isinstance(v, np.generic):
+            v = v.item()
+        if not isinstance(v, (int, float, str, bool)):
+            raise TypeError(f"facet {k!r} must be a scalar (int, float, str, bool), got "
+                            f"{type(v).__name__}")
+        out[k] = v
+    return out
+
+
+def _num(v: Any) -> float:
+    """A claim number: float, NaN for None or anything non-numeric."""
+    if v is None or isinstance(v, bool):
+        return float("nan") if v is None else float(v)
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 @dataclass(frozen=True)
 class Claim:
-    """A checked statement of the paper. ``held`` must be computed from results."""
+    """A checked statement of a paper, with a verdict computed from the results.
+
+    Attributes
+    ----------
+    id, statement
+        Stable id and the human statement (generated from the parameters).
+    status
+        ``"held"``, ``"failed"`` or ``"not_applicable"`` (nothing to test at these parameters,
+        e.g. an activation whose k-th Hermite coefficient is 0).
+    measured, expected, tolerance
+        Numbers: the claim held iff ``|measured - expected| <= tolerance`` (or the one-sided
+        analogue the statement spells out). NaN when not applicable.
+    error_model
+        Where the measured number may deviate from the prediction, and how the tolerance is
+        derived from that (see the module docstring).
+    details
+        Anything else (per-point values, fitted intercepts, ...). ``{"kind": "consistency"}``
+        marks a consistency check, which does not count in "N claims held".
+
+    Build claims with :meth:`verdict` or :meth:`not_applicable`. For old call sites a boolean
+    ``status`` is read as held/failed and a non-numeric ``measured``/``expected``/``tolerance``
+    moves into ``details`` (the number becomes NaN).
+    """
 
     id: str
     statement: str
-    held: bool
-    measured: Any
-    expected: Any
-    tolerance: Any
+    status: Literal["held", "failed", "not_applicable"]
+    measured: float = float("nan")
+    expected: float = float("nan")
+    tolerance: float = float("nan")
+    error_model: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        status = self.status
+        if isinstance(status, (bool, np.bool_)):
+            status = "held" if bool(status) else "failed"
+        if status not in STATUSES:
+            raise ValueError(f"claim status must be one of {STATUSES}, got {status!r}")
+        object.__setattr__(self, "status", status)
+        details = dict(self.details or {})
+        for name in ("measured", "expected", "tolerance"):
+            v = getattr(self, name)
+            if isinstance(v, (np.generic,)):
+                v = v.item()
+            if v is not None and not isinstance(v, (int, float)):
+                details.setdefault(name, _jsonable(v))
+            object.__setattr__(self, name, _num(v))
+        object.__setattr__(self, "details", details)
+
+    # ---- constructors ------------------------------------------------------------------
+    @classmethod
+    def verdict(cls, id: str, statement: str, held: bool, measured: float, expected: float,
+                tolerance: float, error_model: str = "",
+                details: dict[str, Any] | None = None) -> Claim:
+        """A claim that was tested: ``held`` computed from the results."""
+        return cls(id, statement, "held" if bool(held) else "failed", measured, expected,
+                   tolerance, error_model, dict(details or {}))
+
+    @classmethod
+    def not_applicable(cls, id: str, statement: str, reason: str) -> Claim:
+        """A claim with nothing to test at these parameters; ``reason`` says why."""
+        return cls(id, statement, "not_applicable", details={"reason": reason})
+
+    # ---- views ---------------------------------------------------------------------------
+    @property
+    def held(self) -> bool:
+        """True iff the status is ``"held"``."""
+        return self.status == "held"
+
+    @property
+    def failed(self) -> bool:
+        """True iff the status is ``"failed"`` (what ``--strict`` rejects)."""
+        return self.status == "failed"
+
+    @property
+    def is_consistency(self) -> bool:
+        """A consistency check (identity / loose bound), not one of the paper's claims."""
+        return self.details.get("kind") == "consistency"
+
+    @property
+    def ratio(self) -> float:
+        """``|measured - expected| / tolerance`` (NaN when undefined)."""
+        m, e, t = self.measured, self.expected, self.tolerance
+        if not (math.isfinite(m) and math.isfinite(e) and math.isfinite(t)) or t <= 0:
+            return float("nan")
+        return abs(m - e) / t
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["held"] = bool(self.held)
-        return {k: _jsonable(v) for k, v in d.items()}
+        """The claims.json record: the PRODUCT.md keys (``held`` boolean) plus the rest."""
+        return {
+            "id": self.id, "statement": self.statement, "held": self.held,
+            "status": self.status, "measured": self.measured, "expected": self.expected,
+            "tolerance": self.tolerance, "ratio": self.ratio, "error_model": self.error_model,
+            "details": _jsonable(self.details),
+        }
 
 
 def _jsonable(v: Any) -> Any:
@@ -81,14 +242,38 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_jsonable(x) for x in v]
     if isinstance(v, dict):
-        return {k: _jsonable(x) for k, x in v.items()}
+        return {str(k): _jsonable(x) for k, x in v.items()}
     return v
+
+
+class Series(NamedTuple):
+    """One curve aggregated over seeds, sorted by x (see :meth:`Results.series`)."""
+
+    x: np.ndarray
+    mean: np.ndarray
+    sem: np.ndarray
+    n: np.ndarray
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Cell equality that survives a CSV round trip ("40" == 40, "" == None)."""
+    if a == b:
+        return True
+    if a == "" and b is None or a is None and b == "":
+        return True
+    if a is None or b is None or isinstance(a, bool) or isinstance(b, bool):
+        return False
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
 
 
 class Results:
     """The tidy results table of one experiment, with small query helpers.
 
-    Rows are dicts with the keys of :data:`COLUMNS`; ``seed`` is ``None`` for theory rows.
+    Rows are dicts with the keys of :data:`COLUMNS` plus any facets; ``seed`` is ``None`` for
+    theory rows.
     """
 
     def __init__(self, rows: Iterable[dict[str, Any]]):
@@ -98,16 +283,21 @@ class Results:
         return len(self.rows)
 
     def select(self, **filters: Any) -> list[dict[str, Any]]:
-        """Rows whose columns equal every given filter (a list/tuple/set means 'one of')."""
+        """Rows whose columns (standard or facet) equal every given filter.
+
+        A list/tuple/set value means 'one of'. Facets compare by value, so ``d=40`` matches a
+        row read back from CSV with ``"40"``.
+        """
         out = []
         for r in self.rows:
             ok = True
             for k, v in filters.items():
+                cell = r.get(k)
                 if isinstance(v, (list, tuple, set)):
-                    if r.get(k) not in v:
+                    if not any(_same(cell, w) for w in v):
                         ok = False
                         break
-                elif r.get(k) != v:
+                elif not _same(cell, v):
                     ok = False
                     break
             if ok:
@@ -115,28 +305,38 @@ class Results:
         return out
 
     def methods(self, **filters: Any) -> list[str]:
+        """Methods present (first-seen order) among rows matching ``filters``."""
         seen: dict[str, None] = {}
         for r in self.select(**filters):
             seen.setdefault(r["method"], None)
         return list(seen)
 
-    def series(self, method: str, metric: str, kind: str = "simulation",
-               **filters: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Aggregate over seeds: returns ``(x, mean, sem, count)`` sorted by x.
+    def facet_values(self, name: str, **filters: Any) -> list[Any]:
+        """Distinct values of facet column ``name`` (sorted) among rows matching ``filters``."""
+        vals = {r[name] for r in self.select(**filters) if r.get(name) not in (None, "")}
+        try:
+            return sorted(vals, key=float)
+        except (TypeError, ValueError):
+            return sorted(vals, key=str)
 
-        ``sem`` is the standard error of the mean over seeds (0 with one seed).
+    def series(self, method: str, metric: str, kind: str = "simulation",
+               **filters: Any) -> Series:
+        """Aggregate over seeds: ``Series(x, mean, sem, n)`` sorted by x.
+
+        ``sem`` is the standard error of the mean over seeds (0 with one seed); ``n`` the count
+        of rows at each x. ``filters`` may name facets (``d=40``).
         """
         groups: dict[float, list[float]] = {}
         for r in self.select(method=method, metric=metric, kind=kind, **filters):
             groups.setdefault(float(r["x"]), []).append(float(r["value"]))
-        xs = np.array(sorted(groups))
-        mean = np.array([np.mean(groups[x]) for x in xs])
-        cnt = np.array([len(groups[x]) for x in xs])
+        xs = np.array(sorted(groups), dtype=float)
+        mean = np.array([np.mean(groups[x]) for x in xs], dtype=float)
+        cnt = np.array([len(groups[x]) for x in xs], dtype=int)
         sem = np.array([
             np.std(groups[x], ddof=1) / math.sqrt(len(groups[x])) if len(groups[x]) > 1 else 0.0
             for x in xs
-        ])
-        return xs, mean, sem, cnt
+        ], dtype=float)
+        return Series(xs, mean, sem, cnt)
 
     def value(self, method: str, metric: str, x: float, kind: str = "simulation",
               **filters: Any) -> float:
@@ -166,6 +366,9 @@ class Experiment(ABC):
     #: Claim id -> statement, shown by ``lazylab show`` before any result exists; the
     #: verdicts themselves come from :meth:`claims`.
     claim_statements: ClassVar[dict[str, str]] = {}
+    #: 1-3 parameters with 3 values each (the default among them) at which the quick scale
+    #: keeps its time contract and the claims should still hold; every experiment declares it.
+    robustness_axes: ClassVar[dict[str, list[Any]]] = {}
 
     # ---- parameters -------------------------------------------------------------------
     def resolve(self, scale: str, overrides: dict[str, Any] | None = None) -> ExperimentParams:
@@ -189,6 +392,65 @@ class Experiment(ABC):
     def theory(self, p: ExperimentParams) -> list[dict[str, Any]]:
         """Theory rows (kind="theory"); default none."""
         return []
+
+    # ---- runner hooks (validation, preparation, cost, code identity) ---------------------
+    def validate(self, p: ExperimentParams) -> None:
+        """Refuse a bad parameter combination before anything is computed.
+
+        Raise :class:`lazylab.errors.InputError` (``"--set KEY: ..."``): the CLI exits 2. The
+        runner calls this when the parameters resolve, before touching the store. Default: no-op.
+        """
+
+    def prepare(self, p: ExperimentParams, device: torch.device) -> Any:
+        """Work shared by every unit of a run (e.g. H-infinity and its eigendecomposition).
+
+        Computed once per run by the runner and shipped once to each worker (pool initializer,
+        one ``ray.put``); an experiment that overrides this receives the result as keyword
+        ``prep`` in ``run_unit(p, key, seed, device, prep=...)`` and ``theory(p, prep=...)``.
+        Default: None (not overridden, so ``prep`` is not passed).
+        """
+        return None
+
+    def cost(self, p: ExperimentParams, scale: str = "quick") -> tuple[float, float | None]:
+        """Estimated ``(seconds, peak bytes or None)`` of one seed of the grid at ``p``.
+
+        Default rule: ``est_seconds[scale]`` (which covers ``default_seeds[scale]`` seeds)
+        divided by those seeds and scaled by the ratio of the number of work units at ``p`` to
+        the number at the scale's own parameters; peak memory unknown (None). Experiments whose
+        cost grows faster than their unit count (sizes d, m, n) override this.
+        """
+        est = float(self.est_seconds.get(scale, max(self.est_seconds.values(), default=60.0)))
+        per_seed = est / max(1, self.default_seeds.get(scale, 1))
+        try:
+            base = len(self.units(self.resolve(scale)))
+        except (ValueError, KeyError):
+            base = 0
+        n = len(self.units(p))
+        return per_seed * (n / base if base else 1.0), None
+
+    @classmethod
+    def code_version(cls) -> str:
+        """Hash of the source of the module defining this experiment and its sibling modules.
+
+        Part of the identity of stored units: ``--resume`` after a change to the experiment's
+        code (its module or its paper package) recomputes instead of mixing old and new units.
+        """
+        import hashlib
+        import inspect
+        import sys
+        from pathlib import Path
+
+        mod = sys.modules.get(cls.__module__)
+        path = Path(inspect.getfile(cls))
+        files = [path]
+        if mod is not None and getattr(mod, "__package__", None) and "." in cls.__module__:
+            pkg = cls.__module__.rsplit(".", 1)[0]
+            if pkg != "lazylab.experiments":  # a paper package: its sibling modules count too
+                files = sorted(path.parent.glob("*.py"))
+        h = hashlib.sha256()
+        for f in files:
+            h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+        return h.hexdigest()[:16]
 
     @abstractmethod
     def claims(self, p: ExperimentParams, results: Results) -> list[Claim]:
