@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -214,3 +215,35 @@ def test_bad_input_raises_value_error_naming_the_parameter():
         ntk(torch.ones(3, 3, dtype=torch.int64))
     with pytest.raises(ValueError, match="method"):
         nngp(X, method="montecarlo")
+
+
+def test_closed_forms_dispatch_through_activation_hooks() -> None:
+    """A user activation's dual hooks are what ntk / nngp evaluate (no identity checks on fn),
+    and the registry's hooks agree with 2-D quadrature to 1e-9."""
+    g = torch.Generator().manual_seed(11)
+    X = torch.randn(6, 3, generator=g, dtype=torch.float64)
+    calls: list[str] = []
+    erf = get_activation("erf")
+
+    def dual(A, B):
+        calls.append("dual")
+        return erf.dual(A, B)
+
+    def derivative_dual(A, B):
+        calls.append("derivative")
+        return erf.derivative_dual(A, B)
+
+    mine = replace(erf, name="my_erf", fn=lambda u: torch.erf(u), dual=dual,
+                   derivative_dual=derivative_dual)
+    K = ntk(X, activation=mine, trained="both")
+    assert calls == ["derivative", "dual"]
+    torch.testing.assert_close(K, ntk(X, activation=mine, trained="both", method="quadrature"),
+                               rtol=1e-9, atol=1e-9)
+    for name in ("sin", "quad_centered", "relu2"):
+        torch.testing.assert_close(nngp(X, activation=name),
+                                   nngp(X, activation=name, method="quadrature"),
+                                   rtol=1e-9, atol=1e-9)
+    # without hooks the same function goes through quadrature
+    plain = replace(erf, name="plain_erf", dual=None, derivative_dual=None)
+    torch.testing.assert_close(nngp(X, activation=plain), nngp(X, activation="erf"),
+                               rtol=1e-9, atol=1e-9)

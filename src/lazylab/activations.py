@@ -30,6 +30,8 @@ import torch
 from lazylab.data.harmonics import hermite_e
 
 Fn = Callable[[torch.Tensor], torch.Tensor]
+#: A closed-form Gaussian dual kernel (X, Z or None) -> (n, n') matrix of E_w[f(w.x) g(w.z)].
+Dual = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 
 __all__ = ["Activation", "get_activation", "ACTIVATIONS", "hermite_e"]
 
@@ -66,6 +68,14 @@ class Activation:
     relu_power : k when sigma(u) = scale * max(u, 0)^k (arc-cosine kernels of order k).
     relu_scale : the scale in front of max(u, 0)^k.
     nth : optional closed form of every derivative, ``nth(u, order)``.
+    dual : optional closed form of the dual kernel (X, Z) -> E_w[sigma(w.x) sigma(w.z)],
+        w ~ N(0, I_d) (the NNGP kernel); :func:`lazylab.kernels.nngp` uses it, else quadrature.
+    derivative_dual : optional closed form of (X, Z) -> E_w[sigma'(w.x) sigma'(w.z)] (the
+        first-layer NTK factor); :func:`lazylab.kernels.ntk` uses it, else quadrature.
+
+    The registry sets both hooks for relu powers (arc-cosine kernels, Cho & Saul 2009),
+    polynomials (Gaussian moments), erf (Williams 1998) and sin; a user activation with a
+    known dual passes its own.
     """
 
     name: str
@@ -76,6 +86,8 @@ class Activation:
     relu_scale: float = 1.0
     #: a closed form of every derivative, (u, order) -> sigma^(order)(u), when one exists.
     nth: Callable[[torch.Tensor, int], torch.Tensor] | None = None
+    dual: Dual | None = None
+    derivative_dual: Dual | None = None
 
     def __call__(self, u: torch.Tensor) -> torch.Tensor:
         return self.fn(u)
@@ -221,23 +233,73 @@ def _relu_pow(k: int, scale: float) -> Fn:
     return f
 
 
+# Dual-kernel hooks. The formulas live in lazylab.kernels (same layer), imported when a hook
+# is called: lazylab.kernels imports this module, so a top-level import would be circular.
+
+
+def _relu_power_activation(name: str, k: int, scale: float = 1.0) -> Activation:
+    """scale * max(u, 0)^k with its arc-cosine duals (sigma' = scale k relu^(k-1))."""
+
+    def dual(X: torch.Tensor, Z: torch.Tensor | None) -> torch.Tensor:
+        from lazylab.kernels.arccos import relu_power_nngp
+        return relu_power_nngp(X, Z, power=k, scale=scale)
+
+    def derivative_dual(X: torch.Tensor, Z: torch.Tensor | None) -> torch.Tensor:
+        from lazylab.kernels.arccos import relu_power_nngp
+        return relu_power_nngp(X, Z, power=k - 1, scale=scale * k)
+
+    fn = torch.relu if (k, scale) == (1, 1.0) else _relu_pow(k, scale)
+    return Activation(name, fn, relu_power=k, relu_scale=scale, dual=dual,
+                      derivative_dual=derivative_dual)
+
+
+def _poly_activation(name: str, coef: tuple[float, ...]) -> Activation:
+    """sum_j coef[j] u^j with its exact Gaussian-moment duals."""
+
+    def dual(X: torch.Tensor, Z: torch.Tensor | None) -> torch.Tensor:
+        from lazylab.kernels.dual import poly_dual
+        return poly_dual(coef, coef, X, Z)
+
+    def derivative_dual(X: torch.Tensor, Z: torch.Tensor | None) -> torch.Tensor:
+        from lazylab.kernels.dual import poly_derivative, poly_dual
+        dp = poly_derivative(coef)
+        return poly_dual(dp, dp, X, Z)
+
+    return Activation(name, _poly(coef), poly=coef, dual=dual, derivative_dual=derivative_dual)
+
+
+def _closed_form_hook(kind: str, derivative: bool) -> Dual:
+    """The erf (Williams 1998) or sin dual of :mod:`lazylab.kernels.dual`."""
+
+    def hook(X: torch.Tensor, Z: torch.Tensor | None) -> torch.Tensor:
+        from lazylab.kernels import dual as duals
+        fn = duals.erf_dual if kind == "erf" else duals.sin_dual
+        return fn(X, Z, derivative=derivative)
+
+    return hook
+
+
 ACTIVATIONS: dict[str, Activation] = {
     a.name: a
     for a in [
-        Activation("relu", torch.relu, relu_power=1),
-        Activation("relu2", _relu_pow(2, 1.0), relu_power=2),
-        Activation("relu3", _relu_pow(3, 1.0), relu_power=3),
+        _relu_power_activation("relu", 1),
+        _relu_power_activation("relu2", 2),
+        _relu_power_activation("relu3", 3),
         # Bai & Lee (2020) use relu^3/6 so that sigma''' = 1{u > 0}.
-        Activation("relu3_6", _relu_pow(3, 1 / 6), relu_power=3, relu_scale=1 / 6),
-        Activation("quad", _poly((0.0, 0.0, 1.0)), poly=(0.0, 0.0, 1.0)),
-        Activation("quad_centered", _poly((-1.0, 0.0, 1.0)), poly=(-1.0, 0.0, 1.0)),
-        Activation("linear", _poly((0.0, 1.0)), poly=(0.0, 1.0)),
+        _relu_power_activation("relu3_6", 3, 1 / 6),
+        _poly_activation("quad", (0.0, 0.0, 1.0)),
+        _poly_activation("quad_centered", (-1.0, 0.0, 1.0)),
+        _poly_activation("linear", (0.0, 1.0)),
         Activation("tanh", torch.tanh, (_tanh_d1, _tanh_d2, _tanh_d3)),
-        Activation("erf", torch.erf, (_erf_d1, _erf_d2, _erf_d3)),
+        Activation("erf", torch.erf, (_erf_d1, _erf_d2, _erf_d3),
+                   dual=_closed_form_hook("erf", False),
+                   derivative_dual=_closed_form_hook("erf", True)),
         Activation("sigmoid", _sig, (_dsig, _d2sig, _d3sig)),
         Activation("softplus", torch.nn.functional.softplus, (_sig, _dsig, _d2sig)),
         # sin^(j)(u) = sin(u + j pi / 2), exact at every order.
-        Activation("sin", torch.sin, nth=lambda u, j: torch.sin(u + j * (math.pi / 2))),
+        Activation("sin", torch.sin, nth=lambda u, j: torch.sin(u + j * (math.pi / 2)),
+                   dual=_closed_form_hook("sin", False),
+                   derivative_dual=_closed_form_hook("sin", True)),
     ]
 }
 

@@ -10,10 +10,12 @@ and ``trained="first"`` returns K_1, ``trained="both"`` K_1 + K_2. Both depend o
 through a = |x|^2, b = |z|^2, c = x.z (the covariance of (w.x, w.z)), and so hold for any
 norms, not only on the sphere. Evaluation, per activation:
 
-* relu^k (relu, relu2, relu3, relu3_6): Cho & Saul arc-cosine kernels (:mod:`.arccos`);
-  for relu K_1 is Arora et al.'s H_inf(x, z) = x.z (pi - arccos(cos angle)) / (2 pi).
-* polynomials (quad, quad_centered, linear): Gaussian moments (:mod:`.dual`).
-* erf and sin: closed forms (:mod:`.dual`).
+* the activation's hooks ``Activation.dual`` (K_2) and ``Activation.derivative_dual``
+  (E[sigma' sigma'], the factor of K_1) when it has them: relu^k (relu, relu2, relu3,
+  relu3_6: Cho & Saul arc-cosine kernels, :mod:`.arccos`), polynomials (quad, quad_centered,
+  linear: Gaussian moments, :mod:`.dual`), erf and sin (closed forms, :mod:`.dual`), and any
+  user activation that passes its own; relu^k's full NTK is one fused arc-cosine evaluation
+  (for relu K_1 is Arora et al.'s H_inf(x, z) = x.z (pi - arccos(cos angle)) / (2 pi)).
 * anything else (tanh, sigmoid, softplus, user activations): 2-D Gaussian quadrature after a
   Cholesky factorisation of the 2x2 covariance (:mod:`.quadrature`), accurate to ~1e-11.
 
@@ -35,8 +37,7 @@ import torch
 
 from lazylab.activations import Activation, get_activation
 from lazylab.kernels._inputs import check_choice, check_pair
-from lazylab.kernels.arccos import relu_power_nngp, relu_power_ntk
-from lazylab.kernels.dual import erf_dual, poly_derivative, poly_dual, sin_dual
+from lazylab.kernels.arccos import relu_power_ntk
 from lazylab.kernels.quadrature import gaussian_expectation
 
 __all__ = ["ntk", "nngp", "derivative_kernel"]
@@ -55,32 +56,15 @@ def _prepare(X: torch.Tensor, Z: torch.Tensor | None, activation: str | Activati
 
 def _nngp(act: Activation, X: torch.Tensor, Z: torch.Tensor | None, method: str
           ) -> torch.Tensor:
-    if method == "auto":
-        if act.relu_power is not None:
-            return relu_power_nngp(X, Z, power=act.relu_power, scale=act.relu_scale)
-        if act.poly is not None:
-            return poly_dual(act.poly, act.poly, X, Z)
-        if act.fn is torch.erf:
-            return erf_dual(X, Z)
-        if act.fn is torch.sin:
-            return sin_dual(X, Z)
+    if method == "auto" and act.dual is not None:
+        return act.dual(X, Z)
     return gaussian_expectation(act.fn, act.fn, X, Z)
 
 
 def _derivative(act: Activation, X: torch.Tensor, Z: torch.Tensor | None, method: str
                 ) -> torch.Tensor:
-    if method == "auto":
-        k = act.relu_power
-        if k is not None and k >= 1:
-            # sigma' = s k relu^(k-1)
-            return relu_power_nngp(X, Z, power=k - 1, scale=act.relu_scale * k)
-        if act.poly is not None:
-            dp = poly_derivative(act.poly)
-            return poly_dual(dp, dp, X, Z)
-        if act.fn is torch.erf:
-            return erf_dual(X, Z, derivative=True)
-        if act.fn is torch.sin:
-            return sin_dual(X, Z, derivative=True)
+    if method == "auto" and act.derivative_dual is not None:
+        return act.derivative_dual(X, Z)
     if act.relu_power == 0:
         raise ValueError("activation must have a derivative in L2 for the NTK; the step "
                          "function (relu_power=0) has none")
