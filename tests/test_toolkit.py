@@ -1,0 +1,115 @@
+"""The shared experiment toolkit: sub-generators, grid search, smallest n, slope and match
+claims (including that they fail when the data are tilted)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from lazylab.experiments.toolkit import (
+    K_SE,
+    GridSearchResult,
+    crossing,
+    grid_search,
+    loglog_fit,
+    match_claim,
+    slope_claim,
+    smallest_n,
+    sub_generator,
+)
+from lazylab.seeding import derive_seed, torch_generator
+from lazylab.train import TrainingDiverged
+
+
+def test_sub_generator_is_the_hashed_seed_and_purposes_are_independent():
+    a = torch.randn(5, generator=sub_generator(11, "test"), dtype=torch.float64)
+    ref = torch.randn(5, generator=torch_generator(derive_seed(11, "test")), dtype=torch.float64)
+    assert torch.equal(a, ref)
+    b = torch.randn(5, generator=sub_generator(11, "train"), dtype=torch.float64)
+    c = torch.randn(5, generator=sub_generator(12, "test"), dtype=torch.float64)
+    assert not torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_grid_search_restores_the_generator_and_skips_diverged_runs():
+    g = torch.Generator().manual_seed(0)
+    draws = []
+
+    def train(lr):
+        z = float(torch.rand(1, generator=g))
+        draws.append(z)
+        if lr > 1.0:
+            raise TrainingDiverged("boom", step=1, lr=lr, loss=math.inf, history=None)
+        return (lr - 0.5) ** 2 + z
+
+    r = grid_search(train, 0.25, [1, 2, 4, 8], score=lambda v: v, generator=g)
+    assert isinstance(r, GridSearchResult)
+    assert len(set(draws)) == 1  # the same random state for every run
+    assert r.factor == 2.0 and r.value == 0.5 and r.diverged == [8.0]
+    assert r.scores[8.0] == math.inf and math.isclose(r.score, draws[0])
+    with pytest.raises(TrainingDiverged):
+        grid_search(train, 4.0, [1, 2], score=lambda v: v)
+
+
+def test_smallest_n_stops_after_consecutive_hits_and_interpolates():
+    calls = []
+
+    def ev(n):
+        calls.append(n)
+        return 0.05 if n == 20 else 64.0 / n  # one lucky draw at n = 20
+
+    r = smallest_n(ev, [10, 20, 40, 80, 160, 320, 640, 1280], target=0.5, stop_after=2)
+    assert calls == [10, 20, 40, 80, 160, 320] and r.ns == calls
+    # after the lucky hit the crossing is the first one: between 10 (6.4) and 20 (0.05)
+    assert 10 < r.n_star < 20
+    assert math.isnan(smallest_n(lambda n: 1.0, [1, 2], 0.5).n_star)
+    assert crossing([4, 8], [0.1, 0.01], 0.5) == 4.0
+
+
+def test_loglog_fit_standard_error_matches_monte_carlo():
+    # y = x^-0.5 exp(eps), eps ~ N(0, 0.05^2): the SE of the OLS slope is 0.05/sqrt(Sxx).
+    rng = np.random.default_rng(0)
+    x = np.geomspace(1e2, 1e5, 7)
+    lx = np.log(x)
+    se_true = 0.05 / math.sqrt(((lx - lx.mean()) ** 2).sum())
+    fits = [loglog_fit(x, x**-0.5 * np.exp(0.05 * rng.standard_normal(7))) for _ in range(2000)]
+    slopes = np.array([f.slope for f in fits])
+    assert abs(slopes.mean() + 0.5) < 4 * se_true / math.sqrt(2000)
+    assert abs(slopes.std() / se_true - 1) < 0.05
+    mean_se = np.mean([f.se for f in fits])  # E s < sigma (chi with 5 dof): within 10%
+    assert 0.85 < mean_se / se_true < 1.0
+
+
+def test_slope_claim_is_two_sided_and_fails_when_tilted():
+    x = np.geomspace(100, 1e5, 5)
+    y = 3 * x**-0.5 * (1 + 0.01 * np.sin(np.arange(5)))
+    ok = slope_claim("s", "slope -1/2", x, y, -0.5, bias=0.02, error_model="finite width")
+    assert ok.held and ok.tolerance >= 0.02
+    for tilt in (+0.1, -0.1):  # too steep and too shallow both fail
+        bad = slope_claim("s", "slope -1/2", x, y * x**tilt, -0.5, bias=0.02,
+                          error_model="finite width")
+        assert bad.status == "failed", tilt
+    assert slope_claim("s", "", [1, 2], [1.0, -1.0], -0.5, bias=1,
+                       error_model="").status == "failed"
+
+
+def test_slope_claim_uses_seed_sem_with_two_points():
+    c = slope_claim("s", "", [10, 1000], [1.0, 0.1], -0.5, bias=0.0, error_model="",
+                    sem=[0.1, 0.01])
+    # se = sqrt(2) * 0.1 / log(100)
+    assert math.isclose(c.details["se"], math.sqrt(2) * 0.1 / math.log(100))
+    assert math.isclose(c.tolerance, K_SE * c.details["se"])
+
+
+def test_match_claim_pointwise_and_reports_the_tightest_point():
+    c = match_claim("m", "", [1.0, 2.05, 3.0], [1.0, 2.0, 3.0], 0.01, bias=0.02, x=[10, 20, 30],
+                    error_model="MC")
+    assert c.held and c.details["tightest_x"] == 20 and math.isclose(c.tolerance, 0.05)
+    assert math.isclose(c.ratio, 1.0)
+    bad = match_claim("m", "", [1.0, 2.06, 3.0], [1.0, 2.0, 3.0], 0.01, bias=0.02,
+                      error_model="MC")
+    assert bad.status == "failed" and bad.ratio > 1
+    low = match_claim("m", "", [0.9], [1.0], 0.01, error_model="MC")
+    assert low.status == "failed"  # two-sided
+    assert match_claim("m", "", [math.nan], [1.0], 1.0, error_model="").status == "failed"
+    assert match_claim("m", "", [], [], [], error_model="").status == "failed"
