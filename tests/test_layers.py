@@ -9,7 +9,7 @@ ROOT = Path(lazylab.__file__).parent
 
 #: Top-level module or package of lazylab -> layer number (0 = utilities).
 LAYER = {
-    "seeding": 0, "device": 0,
+    "seeding": 0, "device": 0, "errors": 0,
     "data": 1,
     "activations": 2, "kernels": 2, "models": 2,
     "train": 3, "solve": 3, "estimators": 3,
@@ -25,14 +25,39 @@ def _top(module: str) -> str | None:
 
 
 def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
+    """Absolute names of the modules a file of lazylab imports.
+
+    ``from lazylab import x`` counts as importing ``lazylab.x``; relative imports are resolved
+    against the file's package.
+    """
+    return _imports_of(path.read_text(), path.relative_to(ROOT.parent).with_suffix("").parts)
+
+
+def _imports_of(text: str, rel: tuple[str, ...]) -> set[str]:
+    tree = ast.parse(text)
+    package = list(rel[:-1])
     out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - (node.level - 1)] if node.level > 1 else package
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            if module == "lazylab":
+                out.update(f"lazylab.{a.name}" for a in node.names)
+            elif module:
+                out.add(module)
     return out
+
+
+def test_import_parsing_catches_every_form():
+    text = ("from lazylab import experiments\nfrom .. import runner\n"
+            "from ..theory import arora\nimport lazylab.cli\n")
+    found = _imports_of(text, ("lazylab", "data", "probe"))
+    assert {"lazylab.experiments", "lazylab.runner", "lazylab.theory", "lazylab.cli"} <= found
 
 
 def test_every_module_has_a_layer():

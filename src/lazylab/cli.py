@@ -1,47 +1,42 @@
 """The ``lazylab`` command line: list, show, reproduce, report.
 
 Bad input (unknown id, paper or key, bad ``KEY=VALUE``, value out of range, missing data set,
-unreadable directory) prints one line ``error: ...`` on stderr and exits with code 2; a failing
-work unit exits with code 1 after keeping every finished unit; ``--strict`` exits with code 1
-when a claim did not hold. Set ``LAZYLAB_DEBUG=1`` to also see the traceback behind an error.
+unreadable directory, a faulty store) prints one line ``error: ...`` on stderr and exits with
+code 2; a failing work unit exits with code 1 after keeping every finished unit; ``--strict``
+exits with code 1 when a claim failed. Set ``LAZYLAB_DEBUG=1`` to also see the traceback.
+
+Arguments that need no experiment (scale, device, seeds, workers, backend, ``--out``, the
+``KEY=VALUE`` syntax) are checked before torch is imported, so such mistakes are reported in
+well under a second; torch, the registry and the runner are imported only when needed.
+SIGTERM is handled like Ctrl-C: workers are stopped and ``config.json`` says "interrupted".
 """
 
 from __future__ import annotations
 
 import difflib
+import errno
 import os
 import shlex
-import sqlite3
+import signal
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import progress as rp
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from lazylab.device import resolve_device
-from lazylab.experiments import PAPERS, all_experiments
-from lazylab.experiments.base import Experiment
-from lazylab.report import format_value, rebuild, write_report
-from lazylab.runner import (
-    DataNotFound,
-    InputError,
-    LazylabError,
-    RunOutcome,
-    RunSpec,
-    UnitFailed,
-    WorkUnit,
-    check_backend,
-    check_resume,
-    resolve_spec,
-    run_experiment,
-)
-from lazylab.store import STORE_NAME, Store
+from lazylab.errors import DataNotFound, InputError, LazylabError, UnitFailed
+
+if TYPE_CHECKING:  # imported lazily (they import torch)
+    from rich import progress as rp
+
+    from lazylab.experiments.base import Experiment
+    from lazylab.runner import RunOutcome, RunSpec, WorkUnit
+    from lazylab.store import Store
 
 __all__ = ["app", "main", "parse_assignments", "select_experiments"]
 
@@ -90,17 +85,37 @@ def _guard() -> Iterator[None]:
     except (FileNotFoundError, PermissionError, NotADirectoryError, IsADirectoryError) as e:
         _error(str(e), traceback.format_exc())
         raise typer.Exit(2) from None
+    except Terminated:
+        _error("terminated; finished units are stored: rerun the same command with --resume")
+        raise typer.Exit(143) from None
     except KeyboardInterrupt:
         _error("interrupted; finished units are stored: rerun the same command with --resume")
         raise typer.Exit(130) from None
+    except OSError as e:
+        if e.errno == errno.ENAMETOOLONG:
+            _error(f"a file name is too long: {str(e)[:200]}", traceback.format_exc())
+            raise typer.Exit(2) from None
+        _error(f"unexpected {type(e).__name__}: {e} (set LAZYLAB_DEBUG=1 for the traceback)",
+               traceback.format_exc())
+        raise typer.Exit(1) from None
     except Exception as e:
         _error(f"unexpected {type(e).__name__}: {e} (set LAZYLAB_DEBUG=1 for the traceback)",
                traceback.format_exc())
         raise typer.Exit(1) from None
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so the run stops like on Ctrl-C."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 # ---- choosing experiments and parameters ----------------------------------------------------
 def _unknown(what: str, name: str, known: Sequence[str]) -> InputError:
+    from lazylab.experiments import PAPERS
+
     close = difflib.get_close_matches(name, known, n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     return InputError(f"unknown {what} {name!r}{hint} (run `lazylab list` for the ids; papers: "
@@ -108,6 +123,8 @@ def _unknown(what: str, name: str, known: Sequence[str]) -> InputError:
 
 
 def _get(exp_id: str) -> Experiment:
+    from lazylab.experiments import all_experiments
+
     exps = {e.id: e for e in all_experiments()}
     if exp_id not in exps:
         raise _unknown("experiment id", exp_id, list(exps))
@@ -116,6 +133,8 @@ def _get(exp_id: str) -> Experiment:
 
 def select_experiments(targets: Sequence[str]) -> list[Experiment]:
     """Experiments named by ids, paper keys or ``all`` (registry order, no duplicates)."""
+    from lazylab.experiments import PAPERS, all_experiments
+
     exps = all_experiments()
     by_id = {e.id: e for e in exps}
     papers: dict[str, list[Experiment]] = {}
@@ -146,9 +165,12 @@ def parse_assignments(items: Sequence[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         key = key.strip()
-        if not sep or not key.isidentifier():
+        if not sep or not key.isidentifier() or not key.isascii():
             raise InputError(f"--set {item!r}: expected KEY=VALUE, e.g. --set d=20 or "
                              "--set widths=10,100,1000")
+        if not value.isprintable() or len(value) > 10_000:
+            raise InputError(f"--set {key}: the value must be printable text of at most 10000 "
+                             "characters")
         out[key] = value.strip()
     return out
 
@@ -195,6 +217,8 @@ def _root(
 def list_cmd() -> None:
     """List every experiment: id, paper, figure, what it shows, estimated time per scale."""
     with _guard():
+        from lazylab.experiments import all_experiments
+
         t = Table(title="lazylab experiments", show_lines=False)
         t.add_column("id", style="cyan", no_wrap=True)
         t.add_column("paper", no_wrap=True)
@@ -216,6 +240,9 @@ def list_cmd() -> None:
 def show(exp_id: Annotated[str, typer.Argument(metavar="ID", help="An experiment id.")]) -> None:
     """Show an experiment's parameters (the keys --set accepts), claims and sizes per scale."""
     with _guard():
+        from lazylab.experiments import PAPERS
+        from lazylab.report import format_value
+
         exp = _get(exp_id)
         out = _out()
         out.print(f"[bold cyan]{exp.id}[/]: {escape(exp.figure)} of "
@@ -235,9 +262,10 @@ def show(exp_id: Annotated[str, typer.Argument(metavar="ID", help="An experiment
         c = Table(title="claims")
         c.add_column("id", style="cyan", no_wrap=True)
         c.add_column("statement")
-        for cid, text in exp.claim_statements.items():
+        statements = exp.statements(exp.resolve("quick"))
+        for cid, text in statements.items():
             c.add_row(cid, escape(text))
-        out.print(c if exp.claim_statements else "claims: listed in claims.json after a run")
+        out.print(c if statements else "claims: listed in claims.json after a run")
         s = Table(title="sizes")
         for col in ("scale", "seeds", "grid units", "work units", "est. time"):
             s.add_column(col, justify="right" if col != "scale" else "left")
@@ -271,6 +299,8 @@ class _RichProgress:
 
 
 def _verdict_table(outcomes: Sequence[tuple[str, Sequence[Any]]]) -> Table:
+    from lazylab.report import format_value
+
     t = Table(title="verdicts")
     for col in ("experiment", "claim", "held", "measured", "expected", "tolerance"):
         t.add_column(col, no_wrap=col in ("experiment", "claim", "held"),
@@ -291,6 +321,23 @@ def _choice(option: str, value: str, allowed: Sequence[str]) -> None:
         raise InputError(f"{option} must be one of {', '.join(allowed)}; got {value!r}")
 
 
+def check_out(out: str, option: str = "--out") -> Path:
+    """The output directory, refused (InputError) when empty, too long or not a directory."""
+    if not out.strip():
+        raise InputError(f"{option} must name a directory; got an empty string")
+    path = Path(out)
+    too_long = [p for p in path.parts if len(p.encode()) > 255]
+    if too_long or len(os.fsencode(out)) > 4000:
+        raise InputError(f"{option}: a path component is longer than 255 bytes "
+                         f"({(too_long or [out])[0][:40]}...)")
+    try:
+        if path.exists() and not path.is_dir():
+            raise InputError(f"{option} {out} exists and is not a directory")
+    except OSError as e:
+        raise InputError(f"{option} {out}: {e.strerror or e}") from None
+    return path
+
+
 @app.command()
 def reproduce(
     targets: Annotated[list[str], typer.Argument(
@@ -303,43 +350,98 @@ def reproduce(
         "that has it (repeatable; lists comma-separated). `lazylab show ID` lists the keys.",
         show_default=False)] = None,
     seeds: Annotated[int | None, typer.Option(
-        help="Seeds per work unit (default: the experiment's, per scale).",
+        help="Seeds per work unit (default: the experiment's, per scale; at most 10000).",
         show_default=False)] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
-    out: Annotated[Path, typer.Option(help="Output directory (one store and report for all "
-                                           "experiments run into it).")] = Path("runs"),
+    out: Annotated[str, typer.Option(help="Output directory (one store and report for all "
+                                          "experiments run into it).")] = "runs",
     resume: Annotated[bool, typer.Option(help="Keep stored units and compute only the "
                                               "missing ones (same configuration only).")] = False,
-    strict: Annotated[bool, typer.Option(help="Exit with code 1 if any claim did not "
-                                              "hold.")] = False,
+    fresh: Annotated[bool, typer.Option(help="Discard this experiment's stored units in "
+                                             "--out and start afresh.")] = False,
+    strict: Annotated[bool, typer.Option(help="Exit with code 1 if any claim "
+                                              "failed.")] = False,
     workers: Annotated[int, typer.Option(help="Local worker processes (local backend).")] = 1,
-    backend: Annotated[str, typer.Option(help="local (this machine) or ray (a Ray cluster; "
-                                              "pip install 'lazylab\\[ray]').")] = "local",
+    backend: Annotated[str, typer.Option(help="local (this machine; --workers processes) or "
+                                              "ray (a Ray cluster; pip install "
+                                              "'lazylab\\[ray]').")] = "local",
+    address: Annotated[str | None, typer.Option(
+        help="Ray cluster address (host:port of the head node) for --backend ray; default: "
+             "RAY_ADDRESS, else a local cluster.", show_default=False)] = None,
+    threads: Annotated[int | None, typer.Option(
+        help="torch threads of every unit, in every worker (default: the CPU cores, at most "
+             "8); recorded, and part of the identity that --resume checks.",
+        show_default=False)] = None,
+    allow_tf32: Annotated[bool, typer.Option(help="Allow TF32 matmuls on GPUs (faster, "
+                                                  "10-bit mantissas).")] = False,
+    memory_budget: Annotated[float | None, typer.Option(
+        help="GiB a blocked kernel evaluation may use for one block (default: the device's).",
+        show_default=False)] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Run even if the estimated time "
+                                                          "exceeds an hour.")] = False,
 ) -> None:
     """Run experiments, store every finished unit, write results, figures, claims, report."""
     sets = list(set_ or [])
     with _guard():
+        # Checks that need no experiment come first, before torch is imported.
         _choice("--scale", scale, SCALES)
         _choice("--device", device, DEVICES)
-        if seeds is not None and seeds < 1:
-            raise InputError(f"--seeds must be >= 1; got {seeds}")
+        from lazylab.runner.params import check_seeds
+
+        if seeds is not None:
+            check_seeds(seeds)
+        if threads is not None and not 1 <= threads <= 1024:
+            raise InputError(f"--threads must be between 1 and 1024; got {threads}")
+        if memory_budget is not None and not (memory_budget > 0 and memory_budget < 1e6):
+            raise InputError(f"--memory-budget must be a positive number of GiB; got "
+                             f"{memory_budget}")
+        if resume and fresh:
+            raise InputError("--resume and --fresh exclude each other")
+        if address is not None and backend != "ray":
+            raise InputError("--address needs --backend ray")
+        if workers > 256:
+            raise InputError(f"--workers must be between 1 and 256; got {workers}")
+        from lazylab.runner.backends import check_backend
+
         check_backend(backend, workers)
+        out_dir = check_out(out)
+        assignments = parse_assignments(sets)
+
+        from lazylab.device import resolve_device
+        from lazylab.runner import ExecutionPolicy, default_threads, resolve_spec
+
         try:
             dev = resolve_device(device)
         except ValueError as e:
             raise InputError(str(e)) from None
         exps = select_experiments(targets)
-        assignments = parse_assignments(sets)
         _check_keys(exps, assignments)
-        specs = [resolve_spec(e, scale, assignments, seeds, dev) for e in exps]
-        command = _command(targets, scale, sets, seeds, device, out, resume, strict, workers,
-                           backend)
-        _run_all(specs, out, resume=resume, strict=strict, workers=workers, backend=backend,
-                 command=command)
+        policy = ExecutionPolicy(
+            threads=threads or default_threads(), allow_tf32=allow_tf32,
+            memory_budget=None if memory_budget is None else int(memory_budget * 2**30))
+        specs = [resolve_spec(e, scale, assignments, seeds, dev, policy) for e in exps]
+        _cost_guard(specs, yes=yes, workers=workers)
+        command = _command(targets, scale, sets, seeds, device, out, resume, fresh, strict,
+                           workers, backend)
+        _run_all(specs, out_dir, resume=resume, fresh=fresh, strict=strict, workers=workers,
+                 backend=backend, address=address, command=command)
+
+
+def _cost_guard(specs: Sequence[RunSpec], *, yes: bool, workers: int) -> None:
+    """Print each experiment's estimated time and peak memory; refuse what cannot fit."""
+    from lazylab.runner import check_cost, estimate
+
+    ests = [estimate(s) for s in specs]
+    err = _err()
+    for e in ests:
+        mem = "unknown" if e.peak_bytes is None else f"{e.peak_bytes / 2**30:.2f} GiB"
+        err.print(f"[dim]estimate[/] {e.exp_id}: {_duration(e.seconds)} on one worker, peak "
+                  f"memory {mem}", highlight=False)
+    check_cost(ests, yes=yes, workers=workers)
 
 
 def _command(targets: Sequence[str], scale: str, sets: Sequence[str], seeds: int | None,
-             device: str, out: Path, resume: bool, strict: bool, workers: int,
+             device: str, out: str, resume: bool, fresh: bool, strict: bool, workers: int,
              backend: str) -> str:
     parts = ["lazylab", "reproduce", *targets, "--scale", scale]
     for s in sets:
@@ -347,7 +449,7 @@ def _command(targets: Sequence[str], scale: str, sets: Sequence[str], seeds: int
     if seeds is not None:
         parts += ["--seeds", str(seeds)]
     parts += ["--device", device, "--out", str(out)]
-    parts += ["--resume"] * resume + ["--strict"] * strict
+    parts += ["--resume"] * resume + ["--fresh"] * fresh + ["--strict"] * strict
     if workers != 1:
         parts += ["--workers", str(workers)]
     if backend != "local":
@@ -356,35 +458,41 @@ def _command(targets: Sequence[str], scale: str, sets: Sequence[str], seeds: int
 
 
 def _open_store(out: Path) -> Store:
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} exists and is not a directory")
+    from lazylab.store import STORE_NAME, Store
+
     try:
         out.mkdir(parents=True, exist_ok=True)
-        return Store(out / STORE_NAME)
-    except (OSError, sqlite3.Error) as e:
-        raise InputError(f"--out {out}: cannot create the output directory or store ({e})") \
-            from None
+    except OSError as e:
+        raise InputError(f"--out {out}: cannot create the output directory "
+                         f"({e.strerror or e})") from None
+    if not os.access(out, os.W_OK):
+        raise InputError(f"--out {out}: the directory is not writable")
+    return Store(out / STORE_NAME)
 
 
-def _run_all(specs: Sequence[RunSpec], out: Path, *, resume: bool, strict: bool, workers: int,
-             backend: str, command: str) -> None:
+def _run_all(specs: Sequence[RunSpec], out: Path, *, resume: bool, fresh: bool, strict: bool,
+             workers: int, backend: str, address: str | None, command: str) -> None:
     import matplotlib
+    from rich import progress as rp
+
+    from lazylab.report import write_report
+    from lazylab.runner import check_start, run_experiment
 
     matplotlib.use("Agg")
     outcomes: list[RunOutcome] = []
     failures: list[LazylabError] = []
     with _open_store(out) as store:
-        if resume:
-            for spec in specs:
-                check_resume(store, spec, out)
+        for spec in specs:  # refuse before computing anything
+            check_start(store, spec, out, resume=resume, fresh=fresh)
         columns = (rp.SpinnerColumn(), rp.TextColumn("{task.description}"), rp.BarColumn(),
                    rp.MofNCompleteColumn(), rp.TimeElapsedColumn(), rp.TimeRemainingColumn())
         with rp.Progress(*columns, console=_err(), transient=True) as progress:
             sink = _RichProgress(progress)
             for spec in specs:
                 try:
-                    o = run_experiment(spec, out, store, resume=resume, workers=workers,
-                                       backend=backend, command=command, progress=sink)
+                    o = run_experiment(spec, out, store, resume=resume, fresh=fresh,
+                                       workers=workers, backend=backend, address=address,
+                                       command=command, progress=sink)
                 except (UnitFailed, DataNotFound) as e:
                     failures.append(e)
                     _error(str(e), e.detail, console=progress.console)
@@ -404,38 +512,48 @@ def _run_all(specs: Sequence[RunSpec], out: Path, *, resume: bool, strict: bool,
     console.print(f"results in {out}/ID/, report: {page} and {md}")
     code = max((e.exit_code for e in failures), default=0)
     if strict and any(c.failed for o in outcomes for c in o.claims):
-        _error("--strict: at least one claim did not hold")
+        _error("--strict: at least one claim failed")
         code = max(code, 1)
     if code:
         raise typer.Exit(code)
 
 
 @app.command()
-def report(out_dir: Annotated[Path, typer.Argument(
+def report(out_dir: Annotated[str, typer.Argument(
         metavar="DIR", help="An output directory of `lazylab reproduce`.")]) -> None:
     """Rebuild results, claims, figures and the report from stored units (no recomputation)."""
     with _guard():
-        if not out_dir.is_dir():
-            raise InputError(f"report DIR {out_dir} does not exist or is not a directory")
+        if not out_dir.strip():
+            raise InputError("report DIR must name a directory; got an empty string")
+        path = Path(out_dir)
         try:
-            has = any((p / "config.json").is_file() for p in out_dir.iterdir())
+            if not path.is_dir():
+                raise InputError(f"report DIR {out_dir} does not exist or is not a directory")
+            has = any((p / "config.json").is_file() for p in path.iterdir())
         except OSError as e:
-            raise InputError(f"report DIR {out_dir} is not readable ({e})") from None
+            raise InputError(f"report DIR {out_dir} is not readable ({e.strerror or e})") \
+                from None
         if not has:
             raise InputError(f"report DIR {out_dir} holds no lazylab results (no ID/config.json);"
                              f" run `lazylab reproduce ID --out {out_dir}` first")
         import matplotlib
 
+        from lazylab.report import rebuild
+
         matplotlib.use("Agg")
         err = _err()
-        rebuilt = rebuild(out_dir, warn=lambda m: err.print(f"[yellow]warning:[/] {escape(m)}",
-                                                            soft_wrap=True))
+        rebuilt = rebuild(path, warn=lambda m: err.print(f"[yellow]warning:[/] {escape(m)}",
+                                                         soft_wrap=True))
         console = _out()
         if rebuilt:
             console.print(_verdict_table(list(rebuilt.items())))
-        console.print(f"report: {out_dir / 'report.html'} and {out_dir / 'report.md'}")
+        console.print(f"report: {path / 'report.html'} and {path / 'report.md'}")
 
 
 def main() -> None:
     """Entry point of the ``lazylab`` script and ``python -m lazylab``."""
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
     app(prog_name="lazylab")

@@ -369,6 +369,10 @@ class Experiment(ABC):
     #: 1-3 parameters with 3 values each (the default among them) at which the quick scale
     #: keeps its time contract and the claims should still hold; every experiment declares it.
     robustness_axes: ClassVar[dict[str, list[Any]]] = {}
+    #: Overrides of the quick scale with the tiniest sizes at which every unit runs and every
+    #: claim is evaluated (it need not hold there): the registry contract test
+    #: (tests/test_registry_contract.py) runs each experiment with them in a few seconds.
+    smoke: ClassVar[dict[str, Any]] = {}
 
     # ---- parameters -------------------------------------------------------------------
     def resolve(self, scale: str, overrides: dict[str, Any] | None = None) -> ExperimentParams:
@@ -378,6 +382,15 @@ class Experiment(ABC):
         values = dict(self.scales[scale])
         values.update(overrides or {})
         return self.Params(**values)
+
+    def statements(self, p: ExperimentParams) -> dict[str, str]:
+        """Claim id -> statement at parameters ``p`` (the ids and texts :meth:`claims` uses).
+
+        Default: :attr:`claim_statements`. Experiments whose claims depend on the parameters
+        (e.g. one claim per k in ``ks``) override this; ``claims`` must return exactly these ids
+        with these statements (the registry contract test checks it).
+        """
+        return dict(self.claim_statements)
 
     # ---- computation ------------------------------------------------------------------
     @abstractmethod
@@ -400,6 +413,7 @@ class Experiment(ABC):
         Raise :class:`lazylab.errors.InputError` (``"--set KEY: ..."``): the CLI exits 2. The
         runner calls this when the parameters resolve, before touching the store. Default: no-op.
         """
+        return None
 
     def prepare(self, p: ExperimentParams, device: torch.device) -> Any:
         """Work shared by every unit of a run (e.g. H-infinity and its eigendecomposition).
