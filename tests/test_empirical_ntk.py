@@ -160,3 +160,25 @@ def test_bad_input_raises_value_error_naming_the_parameter():
         empirical_ntk(nn.Linear(3, 1), X, trained="first")
     with pytest.raises(ValueError, match="method"):
         empirical_ntk(nn.Linear(3, 1), X, trained="all", method="structured")
+
+
+def test_coactivation_paths_give_identical_kernels() -> None:
+    """int8 and float32 co-activation GEMMs count exactly: bitwise-equal kernels, and the
+    probe picks one of the two."""
+    from lazylab.kernels.empirical import coactivation_path, set_coactivation_path
+
+    net = TwoLayerNet(6, 300, generator=gen(40))
+    X = torch.randn(40, 6, generator=gen(41))
+    Z = torch.randn(25, 6, generator=gen(42))
+    assert coactivation_path("cpu") in ("int8", "float32")
+    out = {}
+    try:
+        for path in ("int8", "float32"):
+            set_coactivation_path(path)
+            out[path] = (empirical_ntk(net, X), empirical_ntk(net, X, Z, chunk_elems=64 * 65))
+    finally:
+        set_coactivation_path(None)
+    assert torch.equal(out["int8"][0], out["float32"][0])
+    assert torch.equal(out["int8"][1], out["float32"][1])
+    with pytest.raises(ValueError, match="path"):
+        set_coactivation_path("int4")

@@ -1,10 +1,42 @@
-"""Choose the compute device once and pass it down."""
+"""Choose the compute device once and pass it down; size the blocks of blocked evaluations.
+
+Every computation that would form a large intermediate (an empirical-NTK chunk of hidden
+units, a row block of a kernel matrix, a block of the kernel solver) asks
+:func:`block_elems` how many elements one block may hold, instead of a hard-coded chunk size.
+The budget is per device kind and fixed (it never depends on the memory free at the moment), so
+block shapes, and with them the rounding of blocked products, are the same run after run:
+
+* CPU: 256 MiB per block (2^25 float64 values);
+* CUDA: 1/16 of the device's total memory (5 GiB on an 80 GB H100);
+* a run-wide override from :func:`set_memory_budget` (the runner's memory policy), or a
+  ``budget_bytes`` passed to one call.
+
+:func:`row_blocks` turns that into row slices for an (n, n') result, and
+:func:`blocked_rows` evaluates ``fn(X[rows], Z)`` block by block into one output (H-infinity,
+closed-form kernels, kernel-matrix products).
+
+Example
+-------
+>>> import torch
+>>> block_elems(torch.device("cpu"))
+33554432
+>>> [(s.start, s.stop) for s in row_blocks(5, 4, torch.device("cpu"), budget_bytes=64)]
+[(0, 2), (2, 4), (4, 5)]
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
-__all__ = ["resolve_device"]
+__all__ = ["resolve_device", "set_memory_budget", "memory_budget", "block_elems",
+           "row_blocks", "blocked_rows", "CPU_BLOCK_BYTES"]
+
+#: Default bytes per block on CPU: 256 MiB.
+CPU_BLOCK_BYTES = 1 << 28
+_CUDA_FRACTION = 16
+_override: int | None = None
 
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -19,3 +51,80 @@ def resolve_device(name: str = "auto") -> torch.device:
                              "use --device cpu or auto")
         return torch.device("cuda")
     raise ValueError(f"device must be one of auto, cpu, cuda; got {name!r}")
+
+
+def set_memory_budget(budget_bytes: int | None) -> None:
+    """Set (or with None clear) the bytes per block for every device, for this process."""
+    global _override
+    if budget_bytes is not None and (int(budget_bytes) != budget_bytes or budget_bytes < 1):
+        raise ValueError(f"budget_bytes must be a positive integer or None; got "
+                         f"{budget_bytes!r}")
+    _override = None if budget_bytes is None else int(budget_bytes)
+
+
+def memory_budget(device: torch.device | str) -> int:
+    """Bytes one block may use on ``device``: the override, else the per-kind default."""
+    if _override is not None:
+        return _override
+    dev = torch.device(device)
+    if dev.type == "cuda" and torch.cuda.is_available():
+        total = torch.cuda.get_device_properties(dev).total_memory
+        return max(CPU_BLOCK_BYTES, total // _CUDA_FRACTION)
+    return CPU_BLOCK_BYTES
+
+
+def block_elems(device: torch.device | str, budget_bytes: int | None = None, *,
+                itemsize: int = 8) -> int:
+    """Elements of ``itemsize`` bytes one block may hold: budget_bytes // itemsize (>= 1).
+
+    ``budget_bytes`` None uses :func:`memory_budget`; itemsize 8 (float64) by default, so a
+    float32 computation sized with the default is conservative by 2x.
+    """
+    budget = memory_budget(device) if budget_bytes is None else budget_bytes
+    if int(budget) != budget or budget < 1:
+        raise ValueError(f"budget_bytes must be a positive integer; got {budget_bytes!r}")
+    if int(itemsize) != itemsize or itemsize < 1:
+        raise ValueError(f"itemsize must be a positive integer; got {itemsize!r}")
+    return max(1, int(budget) // int(itemsize))
+
+
+def row_blocks(n_rows: int, row_elems: int, device: torch.device | str,
+               budget_bytes: int | None = None, *, itemsize: int = 8) -> list[slice]:
+    """Consecutive row slices covering range(n_rows), each with at most
+    ``block_elems // row_elems`` rows (at least one)."""
+    rows = max(1, block_elems(device, budget_bytes, itemsize=itemsize) // max(1, int(row_elems)))
+    return [slice(i, min(int(n_rows), i + rows)) for i in range(0, int(n_rows), rows)]
+
+
+def blocked_rows(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], X: torch.Tensor,
+                 Z: torch.Tensor, *, out_device: torch.device | str | None = None,
+                 out_dtype: torch.dtype | None = None, budget_bytes: int | None = None,
+                 scratch_per_entry: int = 4) -> torch.Tensor:
+    """The (n, n') matrix fn(X, Z) computed as fn(X[rows], Z) one row block at a time.
+
+    Parameters
+    ----------
+    fn : (X_block (b, ...), Z (n', ...)) -> (b, n') block (e.g. a closed-form kernel).
+    X, Z : the row and column inputs.
+    out_device, out_dtype : where the result lives and its dtype (default: the first block's);
+        e.g. a GPU computes blocks of a matrix kept in host memory.
+    budget_bytes : bytes of scratch per block (default :func:`memory_budget` of X's device).
+    scratch_per_entry : float64-sized temporaries ``fn`` creates per output entry; blocks hold
+        budget / (8 * scratch_per_entry) entries.
+
+    A single call ``fn(X, Z)`` when the whole matrix fits in one block.
+    """
+    n, n2 = X.shape[0], Z.shape[0]
+    blocks = row_blocks(n, n2 * max(1, int(scratch_per_entry)), X.device, budget_bytes)
+    if len(blocks) == 1:
+        out = fn(X, Z)
+        return out.to(device=out_device or out.device, dtype=out_dtype or out.dtype)
+    out: torch.Tensor | None = None
+    for sl in blocks:
+        B = fn(X[sl], Z)
+        if out is None:
+            out = torch.empty(n, n2, dtype=out_dtype or B.dtype,
+                              device=out_device if out_device is not None else B.device)
+        out[sl] = B
+    assert out is not None
+    return out

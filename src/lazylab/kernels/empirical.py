@@ -10,7 +10,10 @@ so with S_X = sigma(X W^T), S'_X = sigma'(X W^T) (n, m) the kernel is a few matr
     c trained:  1
 
 costing O(n n' m + (n + n') m d) instead of the O(n n' m d) of contracting Jacobians; the
-hidden units are processed in chunks so memory stays O((n + n') chunk).
+hidden units are processed in chunks so memory stays O((n + n') chunk). For relu with a = +-1
+the first factor is an integer count of co-activations, computed exactly either as an int8
+GEMM or a float32 GEMM of 0/1 matrices, whichever a one-time probe measures faster on the
+device (:func:`coactivation_path`).
 
 Any other ``torch.nn.Module`` (or a TwoLayerNet with ``method="autodiff"``) goes through
 per-example Jacobians from ``torch.func`` (``vmap(jacrev(functional_call))``), chunked over
@@ -29,22 +32,24 @@ True
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 from torch.func import functional_call, jacrev, vmap
 
+from lazylab.device import block_elems
 from lazylab.kernels._inputs import check_choice
 from lazylab.models.groups import GROUP_NAMES, HasParamGroups, group_param_names, is_group_name
 from lazylab.models.two_layer import TwoLayerNet
 
-__all__ = ["empirical_ntk", "trained_names"]
+__all__ = ["empirical_ntk", "trained_names", "coactivation_path", "set_coactivation_path"]
 
 _METHODS = ("auto", "structured", "autodiff")
 _STRUCTURED = frozenset({"W", "a", "c"})
 # Default bound on the elements of the largest intermediate (Jacobian chunk or activation
-# block): 2^25 float64 values = 256 MiB.
+# block) on CPU: block_elems(cpu) = 2^25 float64 values = 256 MiB (lazylab.device).
 CHUNK_ELEMS = 1 << 25
 
 
@@ -106,22 +111,91 @@ def _check_inputs(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None
     return X, Z
 
 
-def _coactivations(UX: torch.Tensor, UZ: torch.Tensor | None) -> torch.Tensor:
+# The co-activation count sum_r 1{w_r.x > 0} 1{w_r.z > 0} is an exact integer either as an
+# int8 x int8 -> int32 GEMM (torch._int_mm; ~3x faster than float32 on CPUs with AVX-512 VNNI,
+# 30-45x slower on AVX2-only CPUs) or as a float32 GEMM of 0/1 matrices (exact while the count
+# stays below 2^24). Which is faster is measured once per device by _probe.
+_COACT_PATHS = ("int8", "float32")
+_coact_choice: dict[str, str] = {}
+_coact_forced: str | None = None
+_PROBE_SHAPE = (256, 2048)  # (rows, hidden units): 0.27 GFLOP per GEMM
+_FLOAT_EXACT = 1 << 24
+
+
+def set_coactivation_path(path: str | None) -> None:
+    """Force ``"int8"`` or ``"float32"`` for every device (None: back to the measured probe)."""
+    global _coact_forced
+    if path is not None:
+        check_choice("path", path, _COACT_PATHS)
+    _coact_forced = path
+
+
+def _device_key(device: torch.device) -> str:
+    return f"{device.type}:{device.index if device.index is not None else 0}"
+
+
+def _int8_ok(device: torch.device) -> bool:
+    return device.type == "cpu" and getattr(torch, "_int_mm", None) is not None
+
+
+def _best_time(fn: Callable[[], torch.Tensor], repeats: int = 3) -> float:
+    fn()  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _probe(device: torch.device) -> str:
+    """Time one int8 and one float32 co-activation GEMM of a fixed shape; the faster wins."""
+    if not _int8_ok(device):
+        return "float32"
+    n, m = _PROBE_SHAPE
+    g = torch.Generator(device=device).manual_seed(0)
+    B = torch.gt(torch.randn(n, m, generator=g, device=device), 0)
+    Bi, Bf = B.view(torch.int8), B.to(torch.float32)
+    try:
+        t_int = _best_time(lambda: torch._int_mm(Bi, Bi.T))
+    except RuntimeError:
+        return "float32"
+    t_float = _best_time(lambda: Bf @ Bf.T)
+    return "int8" if t_int < t_float else "float32"
+
+
+def coactivation_path(device: torch.device | str = "cpu") -> str:
+    """The co-activation GEMM used on ``device``: ``"int8"`` or ``"float32"``.
+
+    Measured once per device and process by timing both (best of 3 after a warm-up) on a
+    (256 x 2048) problem, 0.1-0.3 s in all on a 2-core CPU; ``"float32"`` wherever
+    torch._int_mm is unavailable (CUDA, old torch). Both paths give the same exact counts.
+    """
+    if _coact_forced is not None:
+        return _coact_forced
+    dev = torch.device(device)
+    key = _device_key(dev)
+    if key not in _coact_choice:
+        _coact_choice[key] = _probe(dev)
+    return _coact_choice[key]
+
+
+def _coactivations(UX: torch.Tensor, UZ: torch.Tensor | None, total: int) -> torch.Tensor:
     """Integer counts sum_r 1{w_r.x > 0} 1{w_r.z > 0} = relu'(U_X) relu'(U_Z)^T, exactly.
 
-    A 0/1 matrix product is a count, so it is done as int8 x int8 -> int32, which x86 CPUs
-    with VNNI run about 3x faster than a float32 GEMM (measured, n = 500, m = 4096). The op is
-    torch._int_mm (no public equivalent yet); a float product is the fallback where it fails.
+    ``total`` is the number of hidden units counted in all (the float path accumulates in
+    float32 only while that stays below 2^24, where every integer is exact).
     """
-    BX = torch.gt(UX, 0).view(torch.int8)  # bool and int8 share the byte layout: no copy
-    BZ = BX if UZ is None else torch.gt(UZ, 0).view(torch.int8)
-    int_mm = getattr(torch, "_int_mm", None)
-    if int_mm is not None and UX.device.type == "cpu":
-        try:
-            return int_mm(BX, BZ.T)
+    BX = torch.gt(UX, 0)
+    BZ = BX if UZ is None else torch.gt(UZ, 0)
+    if coactivation_path(UX.device) == "int8" and _int8_ok(UX.device):
+        try:  # bool and int8 share the byte layout: no copy
+            return torch._int_mm(BX.view(torch.int8), BZ.view(torch.int8).T)
         except RuntimeError:
             pass
-    return BX.to(UX.dtype) @ BZ.to(UX.dtype).T
+    dtype = torch.float32 if total < _FLOAT_EXACT else torch.float64
+    FX = BX.to(dtype)
+    return FX @ (FX if UZ is None else BZ.to(dtype)).T
 
 
 def _derivative(net: TwoLayerNet, U: torch.Tensor) -> torch.Tensor:
@@ -157,7 +231,7 @@ def _two_layer_ntk(net: TwoLayerNet, X: torch.Tensor, Z: torch.Tensor | None,
         UX = X @ Wc.T
         UZ = UX if Z is None else Zm @ Wc.T
         if counts:
-            C = _coactivations(UX, None if Z is None else UZ)
+            C = _coactivations(UX, None if Z is None else UZ, m)
             K1 = C if K1 is None else K1.add_(C)
         elif first:
             DX = _derivative(net, UX)
@@ -236,7 +310,7 @@ def _autodiff_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None,
 
 def empirical_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None = None, *,
                   trained: str | Sequence[str] = "first", method: str = "auto",
-                  chunk_elems: int = CHUNK_ELEMS) -> torch.Tensor:
+                  chunk_elems: int | None = None) -> torch.Tensor:
     """Empirical NTK sum_p df(x)/dtheta_p df(z)/dtheta_p over the trained parameters.
 
     Parameters
@@ -250,7 +324,8 @@ def empirical_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None = None
         TwoLayerNet), or a list of parameter/buffer names.
     method : ``"auto"`` (structured for a TwoLayerNet, else autodiff), ``"structured"`` or
         ``"autodiff"`` (torch.func Jacobians, for any module).
-    chunk_elems : bound on the elements of the largest intermediate array.
+    chunk_elems : bound on the elements of the largest intermediate array (default
+        :func:`lazylab.device.block_elems` of the net's device: 2^25 on CPU).
 
     Returns
     -------
@@ -259,6 +334,9 @@ def empirical_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None = None
     :func:`lazylab.kernels.ntk` with trained="first" (and "both" to trained="both").
     """
     check_choice("method", method, _METHODS)
+    if chunk_elems is None:
+        ref = next(iter(net.parameters()), None)
+        chunk_elems = block_elems(ref.device if ref is not None else "cpu")
     if int(chunk_elems) != chunk_elems or chunk_elems < 1:
         raise ValueError(f"chunk_elems must be a positive integer; got {chunk_elems!r}")
     names = trained_names(net, trained)
