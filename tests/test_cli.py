@@ -93,15 +93,21 @@ def test_failed_unit_then_resume_matches_uninterrupted(toy, reference, tmp_path)
     ref = (reference[0] / "toy-mean" / "results.csv").read_bytes()
     assert (tmp_path / "toy-mean" / "results.csv").read_bytes() == ref
 
-    # Without --resume the stored units are discarded and everything is recomputed.
+    # Without --resume a run over finished units is refused before anything is deleted ...
     ToyMean.calls = 0
-    assert cli("reproduce", "toy-mean", "--out", str(tmp_path)).exit_code == 0
+    res = cli("reproduce", "toy-mean", "--out", str(tmp_path))
+    assert res.exit_code == 2 and ToyMean.calls == 0
+    assert "already holds 6 finished unit(s)" in res.stderr and "--fresh" in res.stderr
+    with Store(tmp_path / STORE_NAME) as st:
+        assert st.count("toy-mean") == 6
+    # ... and --fresh discards them and recomputes everything.
+    assert cli("reproduce", "toy-mean", "--out", str(tmp_path), "--fresh").exit_code == 0
     assert ToyMean.calls == 6
     # Resuming with another configuration is refused before anything runs.
     ToyMean.calls = 0
     res = cli("reproduce", "toy-mean", "--out", str(tmp_path), "--resume", "--set", "sigma=2")
     assert res.exit_code == 2 and ToyMean.calls == 0
-    assert "use a new --out DIR or drop --resume" in res.stderr
+    assert "changed: sigma 1.0 -> 2.0" in res.stderr and "--fresh" in res.stderr
 
 
 def test_strict_exits_1_when_a_claim_fails(toy, tmp_path):
@@ -109,7 +115,7 @@ def test_strict_exits_1_when_a_claim_fails(toy, tmp_path):
     assert res.exit_code == 0 and "✗" in res.stdout
     res = cli("reproduce", "toy-mean", "--out", str(tmp_path), "--set", "shift=1", "--resume",
               "--strict")
-    assert res.exit_code == 1 and "did not hold" in res.stderr
+    assert res.exit_code == 1 and "claim failed" in res.stderr
     assert ToyMean.calls == 6  # the --strict rerun reused every unit
 
 
@@ -136,7 +142,14 @@ BAD = [
     (("reproduce", "toy", "--set", "d"), "expected KEY=VALUE"),
     (("reproduce", "toy", "--set", "d=1"), "--set d=1: d must be >= 2 (toy-mean)"),
     (("reproduce", "toy", "--set", "estimator=fancy"), "estimator must be 'plain' or 'centered'"),
-    (("reproduce", "toy", "--seeds", "0"), "--seeds must be >= 1"),
+    (("reproduce", "toy", "--seeds", "0"), "--seeds must be between 1 and 10000"),
+    (("reproduce", "toy", "--seeds", "1000000000"), "--seeds must be between 1 and 10000"),
+    (("reproduce", "toy", "--set", "sigma=inf"), "sigma must be a finite number"),
+    (("reproduce", "toy", "--set", "shift=nan"), "shift must be a finite number"),
+    (("reproduce", "toy", "--resume", "--fresh"), "exclude each other"),
+    (("reproduce", "toy", "--threads", "0"), "--threads must be between 1 and 1024"),
+    (("reproduce", "toy", "--address", "1.2.3.4:6379"), "--address needs --backend ray"),
+    (("reproduce", "toy", "--backend", "spark"), "--backend must be one of"),
     (("reproduce", "toy", "--scale", "huge"), "--scale must be one of quick, paper"),
     (("reproduce", "toy", "--device", "tpu"), "--device must be one of auto, cpu, cuda"),
     (("reproduce", "toy", "--workers", "0"), "--workers must be >= 1"),

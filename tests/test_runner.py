@@ -4,12 +4,9 @@ worker pools, parameter resolution."""
 from __future__ import annotations
 
 import csv
-import importlib.machinery
 import importlib.util
 import json
 import math
-import sys
-import types
 
 import pytest
 import torch
@@ -159,77 +156,44 @@ def test_unit_failure_keeps_finished_units(toy, tmp_path):
         assert st.done("toy-mean", spec.config_hash) == {('{"n":200}', 0), ('{"n":200}', 1)}
 
 
-def test_resume_with_another_configuration_is_refused(toy, reference):
+def test_resume_with_another_configuration_is_refused(toy, reference, monkeypatch):
     base = reference[1].exp_dir.parent
     with Store(base / STORE_NAME) as st:
         check_resume(st, spec_of(toy, seeds=5), base)  # more seeds: same configuration
-        with pytest.raises(InputError, match="changed: d, sigma"):
+        with pytest.raises(InputError, match=r"changed: d 3 -> 4, sigma 1.0 -> 2.0"):
             check_resume(st, spec_of(toy, sigma="2", d="4"), base)
+        # A change to the experiment's source, or to torch's version, is refused too.
+        monkeypatch.setattr(ToyMean, "code_version", classmethod(lambda cls: "edited"))
+        with pytest.raises(InputError, match=r"code_version \(the experiment's code changed\)"):
+            check_resume(st, spec_of(toy), base)
+        monkeypatch.undo()
+        import lazylab.runner.spec as spec_mod
+
+        real = spec_mod.package_versions
+        monkeypatch.setattr(spec_mod, "package_versions",
+                            lambda: {**real(), "torch": "9.9.9"})
+        with pytest.raises(InputError, match=r"torch .* -> 9.9.9"):
+            check_resume(st, spec_of(toy), base)
+
+
+def test_code_version_hashes_the_module_source(toy):
+    import inspect
+
+    v = ToyMean.code_version()
+    assert len(v) == 16 and v == ToyMean.code_version()
+    src = inspect.getfile(ToyMean)
+    assert src.endswith("toy_experiment.py")
+    from lazylab.experiments import get_experiment
+
+    # Experiments of one paper package share the hash of the package's sources.
+    a, b = get_experiment("arora-spectrum"), get_experiment("arora-convergence")
+    assert type(a).code_version() == type(b).code_version() != v
 
 
 def test_two_workers_match_one(toy, reference, tmp_path):
     out = run(spec_of(toy, seeds=2), tmp_path, workers=2)
     assert out.computed == 6 and ToyMean.calls == 0  # all computed in the worker processes
     assert (tmp_path / "toy-mean" / "results.csv").read_bytes() == reference[0]
-
-
-class _Ref:
-    def __init__(self, value):
-        self.value = value
-
-
-class FakeRay(types.ModuleType):
-    """Just enough of Ray's API to drive the ray backend in-process (tasks run eagerly)."""
-
-    def __init__(self):
-        super().__init__("ray")
-        self.__spec__ = importlib.machinery.ModuleSpec("ray", None)
-        self.initialized, self.cancelled, self.options = False, [], None
-
-    def is_initialized(self):
-        return self.initialized
-
-    def init(self, **kwargs):
-        self.initialized = True
-
-    def put(self, obj):
-        return _Ref(obj)
-
-    def remote(self, **options):
-        self.options = options
-
-        def decorate(fn):
-            task = types.SimpleNamespace()
-            task.remote = lambda *a: _Ref(fn(*(x.value if isinstance(x, _Ref) else x for x in a)))
-            return task
-        return decorate
-
-    def wait(self, refs, num_returns=1):
-        return refs[:num_returns], refs[num_returns:]
-
-    def get(self, ref):
-        return ref.value
-
-    def cancel(self, ref):
-        self.cancelled.append(ref)
-
-
-def test_ray_backend_logic_with_a_stand_in(toy, monkeypatch):
-    fake = FakeRay()
-    monkeypatch.setitem(sys.modules, "ray", fake)
-    spec = spec_of(toy, seeds=2)
-    plan = plan_units(spec)
-    serial = [(u.key_json, u.seed_index, rows) for u, rows, _ in execute(spec, plan)]
-    via_ray = [(u.key_json, u.seed_index, rows) for u, rows, _ in execute(spec, plan,
-                                                                          backend="ray")]
-    assert via_ray == serial and fake.initialized
-    assert fake.options == {"num_cpus": 1, "num_gpus": 0}
-    ToyMean.calls, ToyMean.fail_on_call = 0, 2
-    got = []
-    with pytest.raises(UnitFailed, match="training diverged"):
-        for u, _, _ in execute(spec, plan, backend="ray"):
-            got.append(u)
-    assert len(got) == 1 and len(fake.cancelled) == len(plan) - 2
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="ray is installed")

@@ -432,7 +432,7 @@ def _cost_guard(specs: Sequence[RunSpec], *, yes: bool, workers: int) -> None:
     from lazylab.runner import check_cost, estimate
 
     ests = [estimate(s) for s in specs]
-    err = _err()
+    err = _out()
     for e in ests:
         mem = "unknown" if e.peak_bytes is None else f"{e.peak_bytes / 2**30:.2f} GiB"
         err.print(f"[dim]estimate[/] {e.exp_id}: {_duration(e.seconds)} on one worker, peak "

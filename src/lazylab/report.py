@@ -22,7 +22,9 @@ import csv
 import html
 import json
 import math
+import os
 import platform
+import re
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -30,6 +32,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from lazylab.errors import StoreFault
 from lazylab.experiments import all_experiments, get_experiment
 from lazylab.experiments.base import COLUMNS, Claim, Experiment, ExperimentParams, Results
 from lazylab.seeding import canonical_key
@@ -91,11 +94,13 @@ def _scalar(v: Any) -> Any:
 
 def collect_rows(exp: Experiment, p: ExperimentParams, seeds: int,
                  stored: Mapping[tuple[str, int], list[dict[str, Any]]],
+                 prep: Any = None, with_prep: bool = False,
                  ) -> tuple[list[dict[str, Any]], int]:
     """The results table from stored unit rows: ``(rows, number of units missing)``.
 
     Simulation rows come in grid order, then seed index (added as ``seed``); theory rows follow
-    with ``seed=None``. Missing units are skipped and counted.
+    with ``seed=None`` (``theory(p, prep=prep)`` when ``with_prep``: the experiment overrides
+    ``prepare``). Missing units are skipped and counted.
     """
     rows: list[dict[str, Any]] = []
     missing = 0
@@ -107,7 +112,8 @@ def collect_rows(exp: Experiment, p: ExperimentParams, seeds: int,
                 missing += 1
                 continue
             rows.extend({**r, "seed": s} for r in unit_rows)
-    theory = tidy_rows(exp.theory(p), kind="theory", where=f"{exp.id}.theory")
+    kw = {"prep": prep} if with_prep else {}
+    theory = tidy_rows(exp.theory(p, **kw), kind="theory", where=f"{exp.id}.theory")
     rows.extend({**r, "seed": None} for r in theory)
     return rows, missing
 
@@ -129,14 +135,38 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
+def _tmp(path: Path) -> Path:
+    """A temporary sibling of ``path`` (same folder, so the rename is atomic)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temporary file, fsync, then rename.
+
+    A reader (or a run killed mid-write) sees the old file or the new one, never a torn one.
+    """
+    tmp = _tmp(path)
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def write_results_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Write the tidy table; the standard columns first, any extra row keys after them."""
+    """Write the tidy table (atomically); the standard columns first, facet columns after."""
+    import io
+
     cols = _columns(rows)
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh, lineterminator="\n")
-        w.writerow(cols)
-        for r in rows:
-            w.writerow([_cell(r.get(c)) for c in cols])
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols)
+    for r in rows:
+        w.writerow([_cell(r.get(c)) for c in cols])
+    atomic_write(path, buf.getvalue())
 
 
 def read_results(path: str | Path) -> Results:
@@ -165,8 +195,8 @@ def _json_safe(v: Any) -> Any:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    path.write_text(json.dumps(_json_safe(obj), indent=2, allow_nan=False) + "\n",
-                    encoding="utf-8")
+    """Strict JSON (non-finite floats as strings), written atomically."""
+    atomic_write(path, json.dumps(_json_safe(obj), indent=2, allow_nan=False) + "\n")
 
 
 def finish_experiment(exp: Experiment, p: ExperimentParams, rows: list[dict[str, Any]],
@@ -184,8 +214,14 @@ def finish_experiment(exp: Experiment, p: ExperimentParams, rows: list[dict[str,
 
     # A fixed hash salt and no date keep the SVG identical across identical runs.
     with plt.rc_context({"svg.hashsalt": "lazylab"}):
-        fig.savefig(exp_dir / f"{exp.id}.png", dpi=150, bbox_inches="tight")
-        fig.savefig(exp_dir / f"{exp.id}.svg", bbox_inches="tight", metadata={"Date": None})
+        for fmt, kw in (("png", {"dpi": 150}), ("svg", {"metadata": {"Date": None}})):
+            final = exp_dir / f"{exp.id}.{fmt}"
+            tmp = _tmp(final)
+            try:
+                fig.savefig(tmp, format=fmt, bbox_inches="tight", **kw)
+                os.replace(tmp, final)
+            finally:
+                tmp.unlink(missing_ok=True)
     plt.close(fig)
     return claims
 
@@ -194,10 +230,15 @@ def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None,
             ) -> dict[str, list[Claim]]:
     """Re-assemble every experiment in ``out_dir`` from its stored units, then the report.
 
-    Nothing is recomputed. An experiment whose units are incomplete, or whose id is no longer
-    registered, keeps its existing files and is reported by ``warn``. Returns the claims of the
-    rebuilt experiments.
+    Nothing is recomputed (except a ``prepare`` step that theory rows need). An experiment
+    whose units are incomplete, or whose id is no longer registered, keeps its existing files
+    and is reported by ``warn``. A ``config.json`` that does not parse, a store fault or a unit
+    failing its checksum raises :class:`StoreFault` (exit 2) naming the file. Returns the
+    claims of the rebuilt experiments.
     """
+    from lazylab.experiments.base import Experiment as _Base
+
+    seeds_max = 10_000  # lazylab.runner.params.SEEDS_MAX (a crafted count must not hang)
     store_path = out_dir / STORE_NAME
     if not store_path.is_file():
         warn(f"no store ({STORE_NAME}) in {out_dir}; keeping the existing results")
@@ -205,7 +246,7 @@ def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None,
         return {}
     rebuilt: dict[str, list[Claim]] = {}
     with Store.open_existing(store_path) as store:
-        for exp_dir, config in _experiment_dirs(out_dir):
+        for exp_dir, config in _experiment_dirs(out_dir, strict=True):
             exp_id = config.get("experiment", exp_dir.name)
             try:
                 exp = get_experiment(exp_id)
@@ -215,11 +256,19 @@ def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None,
             try:
                 p = exp.Params.model_validate(config["params"])
                 seeds = int(config["seeds"])
+                if not 1 <= seeds <= seeds_max:
+                    raise ValueError(f"seeds must be between 1 and {seeds_max}; got {seeds}")
                 stored = store.units(exp_id, str(config["config_hash"]))
             except (KeyError, TypeError, ValueError) as e:
-                warn(f"{exp_id}: config.json is not usable ({e}); keeping its existing results")
-                continue
-            rows, missing = collect_rows(exp, p, seeds, stored)
+                raise StoreFault(f"{exp_dir / 'config.json'} is not usable ({e}); rerun "
+                                 f"`lazylab reproduce {exp_id} --out {out_dir} --resume`") from None
+            with_prep = type(exp).prepare is not _Base.prepare
+            prep = None
+            if with_prep:
+                import torch
+
+                prep = exp.prepare(p, torch.device("cpu"))
+            rows, missing = collect_rows(exp, p, seeds, stored, prep=prep, with_prep=with_prep)
             if missing:
                 warn(f"{exp_id}: {missing} work unit(s) not stored; finish them with "
                      f"`lazylab reproduce {exp_id} --out {out_dir} --resume`")
@@ -268,15 +317,26 @@ def git_revision() -> str:
 
 
 # ---- report over a directory ----------------------------------------------------------------
-def _experiment_dirs(out_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
-    """Subdirectories holding a readable config.json, in registry order then by name."""
+def _experiment_dirs(out_dir: Path, strict: bool = False) -> list[tuple[Path, dict[str, Any]]]:
+    """Subdirectories holding a readable config.json, in registry order then by name.
+
+    ``strict``: a config.json that cannot be read or parsed raises :class:`StoreFault` naming
+    it (``lazylab report``); otherwise it is skipped (the report written after a run).
+    """
     found = []
     for sub in sorted(out_dir.iterdir()):
         cfg = sub / "config.json"
         if sub.is_dir() and cfg.is_file():
             try:
-                found.append((sub, json.loads(cfg.read_text(encoding="utf-8"))))
-            except (OSError, ValueError):
+                config = json.loads(cfg.read_text(encoding="utf-8"))
+                if not isinstance(config, dict):
+                    raise ValueError("not a JSON object")
+                found.append((sub, config))
+            except (OSError, ValueError) as e:
+                if strict:
+                    raise StoreFault(f"{cfg} cannot be read ({type(e).__name__}: "
+                                     f"{str(e)[:120]}); torn or edited: rerun the experiment "
+                                     f"with --resume --out {out_dir}") from None
                 continue
     order = {e.id: i for i, e in enumerate(all_experiments())}
     found.sort(key=lambda t: (order.get(t[0].name, len(order)), t[0].name))
@@ -311,9 +371,12 @@ def _sections(out_dir: Path) -> list[dict[str, Any]]:
                 claims = json.loads(claims_path.read_text(encoding="utf-8"))
             except ValueError:
                 claims = None
+            if not isinstance(claims, list):
+                claims = None
         fig = exp_dir / f"{exp_id}.png"
         secs.append({
-            "id": exp_id, "config": config, "claims": claims,
+            "id": exp_id, "config": config, "claims": claims, "dir": exp_dir.name,
+            "command": reproduce_command(exp_id, config),
             "png": f"{exp_dir.name}/{exp_id}.png" if fig.is_file() else None,
             "svg": f"{exp_dir.name}/{exp_id}.svg" if (exp_dir / f"{exp_id}.svg").is_file()
             else None,
@@ -340,48 +403,97 @@ def _mark(cl: dict[str, Any]) -> str:
     return m + (" (check)" if (cl.get("details") or {}).get("kind") == "consistency" else "")
 
 
-def _md_cell(v: Any) -> str:
-    return str(v).replace("|", "\\|").replace("\n", " ")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+
+def _md(v: Any) -> str:
+    """User text for Markdown: special characters backslash-escaped, one line.
+
+    >>> print(_md("<b> | *x*"))
+    \\<b\\> \\| \\*x\\*
+    """
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(v).split()))
+
+
+def _md_code(text: str) -> list[str]:
+    """A fenced code block whose fence is longer than any backtick run inside ``text``."""
+    runs = [len(m) for m in re.findall(r"`+", text)]
+    fence = "`" * max(3, max(runs, default=0) + 1)
+    return [fence, " ".join(text.split()), fence]
+
+
+def reproduce_command(exp_id: str, config: dict[str, Any]) -> str:
+    """The command that reproduces one experiment: its scale, seeds, device and every
+    parameter that differs from the scale's defaults (``--set``)."""
+    import shlex
+
+    scale = str(config.get("scale", "quick"))
+    params = config.get("params") or {}
+    sets: list[str] = []
+    try:
+        defaults = get_experiment(exp_id).resolve(scale).model_dump(mode="json")
+    except (KeyError, ValueError):
+        defaults = {}
+    for k, v in params.items():
+        if k in defaults and defaults[k] == v:
+            continue
+        if isinstance(v, list):
+            text = ",".join(str(x) for x in v)
+        else:
+            text = "none" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+        sets += ["--set", f"{k}={text}"]
+    dev = str(config.get("device", "auto")).split(":")[0]
+    return shlex.join(["lazylab", "reproduce", exp_id, "--scale", scale, "--seeds",
+                       str(config.get("seeds", 1)), "--device", dev, *sets])
+
+
+_LINKS = ("results.csv", "claims.json", "config.json")
 
 
 def _render_md(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
-    lines = ["# lazylab report", "", f"Output directory `{out_dir}`, written {stamp}.", "",
+    lines = ["# lazylab report", "", f"Output directory {_md(out_dir)}, written {stamp}.", "",
              "| experiment | paper | figure | scale | seeds | device | claims |",
              "|---|---|---|---|---|---|---|"]
     for s in secs:
         c = s["config"]
-        lines.append("| " + " | ".join(_md_cell(v) for v in (
+        lines.append("| " + " | ".join(_md(v) for v in (
             s["id"], c.get("paper", ""), c.get("figure", ""), c.get("scale", ""),
             c.get("seeds", ""), c.get("device", ""), _verdict(s))) + " |")
     for s in secs:
         c = s["config"]
-        lines += ["", f"## {s['id']}: {c.get('figure', '')}", "", c.get("summary", ""), ""]
+        d = s["dir"]
+        lines += ["", f"## {_md(s['id'])}: {_md(c.get('figure', ''))}", "",
+                  _md(c.get("summary", "")), ""]
         if s["png"]:
-            lines += [f"![{s['id']}]({s['png']})", ""]
+            lines += [f"[![{_md(s['id'])}]({s['png']})]({s['png']})", ""]
+        lines += ["Data: " + " · ".join(f"[{n}]({d}/{n})" for n in _LINKS), ""]
         if s["claims"] is None:
-            lines += [f"Not assembled (run status: {c.get('status', 'unknown')}). Finish it "
-                      f"with `lazylab reproduce {s['id']} --out {out_dir} --resume`.", ""]
+            lines += [f"Not assembled (run status: {_md(c.get('status', 'unknown'))}). Finish "
+                      "it with `--resume`:", ""]
         else:
-            lines += ["| held | claim | statement | measured | expected | tolerance |",
-                      "|---|---|---|---|---|---|"]
+            lines += ["| state | claim | statement | measured | expected | tolerance | "
+                      "error model |", "|---|---|---|---|---|---|---|"]
             for cl in s["claims"]:
-                lines.append("| " + " | ".join(_md_cell(v) for v in (
+                lines.append("| " + " | ".join(_md(v) for v in (
                     _mark(cl), cl.get("id"), cl.get("statement"),
                     format_value(cl.get("measured")), format_value(cl.get("expected")),
-                    format_value(cl.get("tolerance")))) + " |")
-            lines.append("")
-        lines += [f"Scale `{c.get('scale')}`, {c.get('seeds')} seed(s), device "
-                  f"`{c.get('device')}`, lazylab revision `{c.get('git_revision', 'unknown')}`.",
+                    format_value(cl.get("tolerance")), cl.get("error_model") or "-")) + " |")
+            lines += ["", "Reproduce:", ""]
+        lines += _md_code(s["command"])
+        lines += ["", f"Scale {_md(c.get('scale'))}, {_md(c.get('seeds'))} seed(s), device "
+                  f"{_md(c.get('device'))}, lazylab revision "
+                  f"{_md(c.get('git_revision', 'unknown'))}.",
                   "", "| parameter | value |", "|---|---|"]
         for k, v in (c.get("params") or {}).items():
-            lines.append(f"| {_md_cell(k)} | {_md_cell(format_value(v))} |")
+            lines.append(f"| {_md(k)} | {_md(format_value(v))} |")
     return "\n".join(lines) + "\n"
 
 
 _CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}
 table{border-collapse:collapse;margin:.8em 0}td,th{border:1px solid #ccc;padding:.25em .6em;
 text-align:left;vertical-align:top}th{background:#f3f3f3}.ok{color:#1a7f37;font-weight:bold}
-.bad{color:#cf222e;font-weight:bold}img{max-width:100%}code{background:#f6f8fa}"""
+.bad{color:#cf222e;font-weight:bold}.na{color:#6e7781}img{max-width:100%}code{background:#f6f8fa}
+pre{background:#f6f8fa;padding:.5em;overflow-x:auto}"""
 
 
 def _h(v: Any) -> str:
@@ -392,8 +504,8 @@ def _render_html(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
     out = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'><title>lazylab report</title>",
            f"<style>{_CSS}</style></head><body>", "<h1>lazylab report</h1>",
            f"<p>Output directory <code>{_h(out_dir)}</code>, written {_h(stamp)}.</p>",
-           "<table><tr><th>experiment</th><th>paper</th><th>figure</th><th>scale</th>"
-           "<th>seeds</th><th>device</th><th>claims</th></tr>"]
+           "<table id='summary'><tr><th>experiment</th><th>paper</th><th>figure</th>"
+           "<th>scale</th><th>seeds</th><th>device</th><th>claims</th></tr>"]
     for s in secs:
         c = s["config"]
         out.append("<tr>" + "".join(f"<td>{_h(v)}</td>" for v in (
@@ -402,25 +514,36 @@ def _render_html(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
     out.append("</table>")
     for s in secs:
         c = s["config"]
-        out += [f"<h2 id='{_h(s['id'])}'>{_h(s['id'])}: {_h(c.get('figure', ''))}</h2>",
+        d = s["dir"]
+        out += [f"<section class='experiment' data-id='{_h(s['id'])}'>",
+                f"<h2 id='{_h(s['id'])}'>{_h(s['id'])}: {_h(c.get('figure', ''))}</h2>",
                 f"<p>{_h(c.get('summary', ''))}</p>"]
         img = s["svg"] or s["png"]
         if img:
-            out.append(f"<img src='{_h(img)}' alt='{_h(s['id'])}'>")
+            out.append(f"<a href='{_h(s['png'] or img)}'><img class='figure' src='{_h(img)}' "
+                       f"alt='{_h(s['id'])}'></a>")
+        out.append("<p class='links'>Data: " + " · ".join(
+            f"<a href='{_h(d)}/{n}'>{n}</a>" for n in _LINKS) + "</p>")
         if s["claims"] is None:
             out.append(f"<p>Not assembled (run status: {_h(c.get('status', 'unknown'))}). "
-                       f"Finish it with <code>lazylab reproduce {_h(s['id'])} --out "
-                       f"{_h(out_dir)} --resume</code>.</p>")
+                       "Finish it with <code>--resume</code>:</p>")
         else:
-            out.append("<table><tr><th>held</th><th>claim</th><th>statement</th>"
-                       "<th>measured</th><th>expected</th><th>tolerance</th></tr>")
+            out.append("<table class='verdicts'><tr><th>state</th><th>claim</th>"
+                       "<th>statement</th><th>measured</th><th>expected</th><th>tolerance</th>"
+                       "<th>error model</th></tr>")
             for cl in s["claims"]:
-                cls = {"held": "ok", "failed": "bad"}.get(_status(cl), "na")
-                mark = f"<td class='{cls}'>{_h(_mark(cl))}</td>"
-                out.append("<tr>" + mark + "".join(f"<td>{_h(v)}</td>" for v in (
-                    cl.get("id"), cl.get("statement"), format_value(cl.get("measured")),
-                    format_value(cl.get("expected")), format_value(cl.get("tolerance")))) + "</tr>")
-            out.append("</table>")
+                st = _status(cl)
+                cls = {"held": "ok", "failed": "bad"}.get(st, "na")
+                out.append(f"<tr class='claim' data-claim='{_h(cl.get('id'))}' "
+                           f"data-state='{_h(st)}'><td class='{cls}'>{_h(_mark(cl))}</td>"
+                           + "".join(f"<td>{_h(v)}</td>" for v in (
+                               cl.get("id"), cl.get("statement"),
+                               format_value(cl.get("measured")),
+                               format_value(cl.get("expected")),
+                               format_value(cl.get("tolerance")),
+                               cl.get("error_model") or "-")) + "</tr>")
+            out.append("</table><p>Reproduce:</p>")
+        out.append(f"<pre><code class='command'>{_h(s['command'])}</code></pre>")
         out.append(f"<p>Scale <code>{_h(c.get('scale'))}</code>, {_h(c.get('seeds'))} seed(s), "
                    f"device <code>{_h(c.get('device'))}</code>, lazylab revision "
                    f"<code>{_h(c.get('git_revision', 'unknown'))}</code>.</p>")
@@ -428,7 +551,7 @@ def _render_html(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
                    "<tr><th>parameter</th><th>value</th></tr>")
         for k, v in (c.get("params") or {}).items():
             out.append(f"<tr><td>{_h(k)}</td><td>{_h(format_value(v))}</td></tr>")
-        out.append("</table></details>")
+        out.append("</table></details></section>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
@@ -438,6 +561,6 @@ def write_report(out_dir: Path) -> tuple[Path, Path]:
     secs = _sections(out_dir)
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     md, page = out_dir / "report.md", out_dir / "report.html"
-    md.write_text(_render_md(out_dir, secs, stamp), encoding="utf-8")
-    page.write_text(_render_html(out_dir, secs, stamp), encoding="utf-8")
+    atomic_write(md, _render_md(out_dir, secs, stamp))
+    atomic_write(page, _render_html(out_dir, secs, stamp))
     return md, page

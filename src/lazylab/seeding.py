@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import torch
+if TYPE_CHECKING:  # imported lazily: the CLI checks arguments before importing torch
+    import numpy as np
+    import torch
 
 __all__ = ["canonical_key", "derive_seed", "torch_generator", "numpy_rng"]
 
@@ -34,6 +35,8 @@ def derive_seed(*parts: Any) -> int:
 
 def torch_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
     """A torch Generator on ``device`` seeded with ``seed``."""
+    import torch
+
     g = torch.Generator(device=torch.device(device))
     g.manual_seed(int(seed))
     return g
@@ -41,4 +44,6 @@ def torch_generator(seed: int, device: torch.device | str = "cpu") -> torch.Gene
 
 def numpy_rng(seed: int) -> np.random.Generator:
     """A numpy Generator (PCG64) seeded with ``seed``."""
+    import numpy as np
+
     return np.random.default_rng(int(seed))

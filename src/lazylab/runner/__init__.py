@@ -1,0 +1,44 @@
+"""Scheduling: run an experiment's grid of work units, store each as it finishes, assemble.
+
+The package splits the runner by concept:
+
+* :mod:`~lazylab.runner.spec`: :class:`RunSpec` (what to run, and the identity of its stored
+  units), :class:`WorkUnit`, :func:`plan_units`;
+* :mod:`~lazylab.runner.params`: ``--set`` coercion and validation messages,
+  :func:`resolve_spec` (which also calls the experiment's ``validate``);
+* :mod:`~lazylab.runner.policy`: the execution policy (threads, determinism, TF32, memory);
+* :mod:`~lazylab.runner.job`, :mod:`~lazylab.runner.serial`, :mod:`~lazylab.runner.pool`,
+  :mod:`~lazylab.runner.ray_backend`, :mod:`~lazylab.runner.backends`: the backends behind one
+  protocol;
+* :mod:`~lazylab.runner.lock`, :mod:`~lazylab.runner.cost`: the output-folder lock and the cost
+  guard;
+* :mod:`~lazylab.runner.orchestrate`: :func:`run_experiment`, one experiment end to end.
+
+Errors live in :mod:`lazylab.errors` (re-exported here for compatibility).
+"""
+
+from __future__ import annotations
+
+from lazylab.errors import DataNotFound, InputError, LazylabError, StoreFault, UnitFailed
+from lazylab.runner.backends import BACKENDS, check_backend, execute, make_backend
+from lazylab.runner.cost import Estimate, check_cost, estimate
+from lazylab.runner.lock import RunLock
+from lazylab.runner.orchestrate import (
+    ProgressSink,
+    RunOutcome,
+    check_resume,
+    check_start,
+    describe_changes,
+    run_experiment,
+)
+from lazylab.runner.params import SEEDS_MAX, coerce, describe_validation_error, resolve_spec
+from lazylab.runner.policy import ExecutionPolicy, default_threads
+from lazylab.runner.spec import RunSpec, WorkUnit, plan_units
+
+__all__ = [
+    "BACKENDS", "SEEDS_MAX", "DataNotFound", "Estimate", "ExecutionPolicy", "InputError",
+    "LazylabError", "ProgressSink", "RunLock", "RunOutcome", "RunSpec", "StoreFault",
+    "UnitFailed", "WorkUnit", "check_backend", "check_cost", "check_resume", "check_start",
+    "coerce", "default_threads", "describe_changes", "describe_validation_error", "estimate",
+    "execute", "make_backend", "plan_units", "resolve_spec", "run_experiment",
+]

@@ -1,0 +1,64 @@
+"""An exclusive lock per output folder and experiment (lazylab issue 12, item 3).
+
+Two runs writing the same experiment into one ``--out`` would delete or recompute each other's
+units. :class:`RunLock` takes ``fcntl.flock`` on ``DIR/.ID.lock`` for the whole run and writes
+its pid there; a second writer fails at once with :class:`InputError` naming the running pid.
+The kernel releases the lock when the process dies (even by ``kill -9``), so a stale lock file
+never blocks a later run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import TracebackType
+
+from lazylab.errors import InputError
+
+__all__ = ["RunLock", "lock_path"]
+
+
+def lock_path(out_dir: Path, exp_id: str) -> Path:
+    """The lock file of experiment ``exp_id`` in ``out_dir``."""
+    return out_dir / f".{exp_id}.lock"
+
+
+class RunLock:
+    """Context manager holding the exclusive lock of ``(out_dir, exp_id)``."""
+
+    def __init__(self, out_dir: Path, exp_id: str):
+        self.path = lock_path(out_dir, exp_id)
+        self.exp_id = exp_id
+        self._fd: int | None = None
+
+    def __enter__(self) -> RunLock:
+        import fcntl
+
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            finally:
+                os.close(fd)
+            raise InputError(
+                f"{self.exp_id}: another lazylab process (pid {pid}) is writing into "
+                f"{self.path.parent}; wait for it to finish or use another --out") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._fd is not None:
+            import fcntl
+
+            try:
+                os.ftruncate(self._fd, 0)
+            except OSError:
+                pass
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None

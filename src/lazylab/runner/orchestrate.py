@@ -1,0 +1,235 @@
+"""One experiment, end to end: lock, check, prepare, compute pending units, store, assemble.
+
+A run of experiment ``E`` with resolved parameters ``p`` is the grid
+``E.units(p) x range(seeds)``. Work unit ``(key, s)`` is computed by
+``E.run_unit(p, key, derive_seed(E.id, key, s), device)`` under the run's execution policy, so
+its numbers depend only on the experiment id, the unit key, the seed index, the device and the
+policy: never on the order in which units finish, the number of workers, the backend, or
+whether the run was interrupted and resumed. Workers only compute and return rows; this
+process commits each finished unit to the store (:mod:`lazylab.store`) in its own transaction,
+then assembles the outputs (:mod:`lazylab.report`).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from lazylab.errors import DataNotFound, InputError, LazylabError, StoreFault, UnitFailed
+from lazylab.runner.backends import check_backend, execute
+from lazylab.runner.job import uses_prepare
+from lazylab.runner.lock import RunLock
+from lazylab.runner.spec import RunSpec, WorkUnit, plan_units
+
+if TYPE_CHECKING:
+    from lazylab.experiments.base import Claim
+    from lazylab.store import Store
+
+__all__ = ["ProgressSink", "RunOutcome", "check_resume", "check_start", "describe_changes",
+           "run_experiment"]
+
+
+class ProgressSink(Protocol):
+    """Receives progress events (the CLI draws a progress bar from them)."""
+
+    def started(self, spec: RunSpec, pending: int, total: int) -> None: ...
+
+    def unit_done(self, spec: RunSpec, unit: WorkUnit) -> None: ...
+
+
+@dataclass
+class RunOutcome:
+    """What one experiment's run produced."""
+
+    spec: RunSpec
+    exp_dir: Path
+    claims: list[Claim] = field(default_factory=list)
+    computed: int = 0
+    reused: int = 0
+    wall_seconds: float = 0.0
+
+
+_WHY = {"code_version": "the experiment's code changed",
+        "versions": "package versions changed", "policy": "the execution policy changed",
+        "device": "another device type", "scale": "another scale"}
+
+
+def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What differs between two unit identities, e.g. ``torch 2.12.0 -> 2.13.0``.
+
+    >>> describe_changes({"params": {"d": 3}, "code_version": "a"},
+    ...                  {"params": {"d": 4}, "code_version": "b"})
+    ["code_version (the experiment's code changed)", 'd 3 -> 4']
+    """
+    out = []
+    for k in sorted(set(old) | set(new)):
+        a, b = old.get(k), new.get(k)
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            for s in sorted(set(a) | set(b)):
+                if a.get(s) != b.get(s):
+                    out.append(f"{s} {_short(a.get(s))} -> {_short(b.get(s))}")
+        elif k in _WHY:
+            out.append(f"{k} ({_WHY[k]})")
+        else:
+            out.append(f"{k} {_short(a)} -> {_short(b)}")
+    return out
+
+
+def _short(v: Any) -> str:
+    s = str(v)
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+def check_resume(store: Store, spec: RunSpec, out_dir: Path) -> None:
+    """Refuse to resume onto stored units of a different identity (InputError naming what
+    changed: parameters, code version, package versions, policy)."""
+    if store.config_hash(spec.exp.id) in (None, spec.config_hash):
+        return
+    changed = describe_changes(store.config(spec.exp.id) or {}, spec.identity)
+    raise InputError(
+        f"{spec.exp.id}: --resume: {out_dir} holds results of a different configuration "
+        f"(changed: {', '.join(changed) or 'unknown'}); use --fresh to discard them or a new "
+        "--out DIR")
+
+
+def check_start(store: Store, spec: RunSpec, out_dir: Path, *, resume: bool,
+                fresh: bool) -> None:
+    """Before anything is deleted or computed: a run without ``--resume`` over finished units
+    is refused unless ``--fresh`` says to discard them; ``--resume`` needs the same identity."""
+    if resume and fresh:
+        raise InputError("--resume and --fresh exclude each other")
+    if resume:
+        check_resume(store, spec, out_dir)
+    elif not fresh:
+        n = store.count(spec.exp.id)
+        if n:
+            raise InputError(
+                f"{spec.exp.id}: {out_dir} already holds {n} finished unit(s) of this "
+                "experiment; pass --resume to keep them and compute only the missing ones, or "
+                "--fresh to discard them")
+
+
+def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool = False,
+                   fresh: bool = False, workers: int = 1, backend: str = "local",
+                   address: str | None = None, command: str = "",
+                   progress: ProgressSink | None = None) -> RunOutcome:
+    """Run (or resume) one experiment into ``out_dir/ID`` and assemble its outputs.
+
+    Holds the experiment's lock in ``out_dir`` throughout. Without ``resume`` the store must
+    hold no unit of this experiment unless ``fresh`` (then they are discarded); with it only
+    the units missing from the store are computed. Each finished unit is committed at once.
+    """
+    from lazylab.report import OUTPUT_FILES, collect_rows, finish_experiment
+
+    exp = spec.exp
+    exp_dir = out_dir / exp.id
+    check_backend(backend, workers)
+    with RunLock(out_dir, exp.id):
+        check_start(store, spec, out_dir, resume=resume, fresh=fresh)
+        store.begin(exp.id, spec.config_hash, spec.identity, fresh=not resume)
+        exp_dir.mkdir(parents=True, exist_ok=True)
+        if not resume:
+            for name in OUTPUT_FILES:
+                (exp_dir / name.format(id=exp.id)).unlink(missing_ok=True)
+        plan = plan_units(spec)
+        stored = store.done(exp.id, spec.config_hash)
+        pending = [u for u in plan if (u.key_json, u.seed_index) not in stored]
+        out = RunOutcome(spec, exp_dir, reused=len(plan) - len(pending))
+        config = _config(spec, command, workers, backend, len(plan))
+        t0 = time.perf_counter()
+        config["timing"]["started_at"] = _now()
+
+        def save(status: str) -> None:
+            from lazylab.report import write_json
+
+            out.wall_seconds = time.perf_counter() - t0
+            config["status"] = status
+            config["timing"].update(
+                finished_at=_now(), wall_seconds=out.wall_seconds,
+                units_computed=out.computed, units_reused=out.reused,
+                compute_seconds=store.seconds(exp.id, spec.config_hash))
+            write_json(exp_dir / "config.json", config)
+
+        save("running")
+        if progress is not None:
+            progress.started(spec, len(pending), len(plan))
+        try:
+            spec.policy.apply()
+            prep = _prepare(spec)
+            for unit, rows, secs in execute(spec, pending, workers=workers, backend=backend,
+                                            address=address, prep=prep):
+                store.put_unit(exp.id, spec.config_hash, unit.key_json, unit.seed_index, rows,
+                               seconds=secs)
+                out.computed += 1
+                if progress is not None:
+                    progress.unit_done(spec, unit)
+        except LazylabError:
+            save("failed")
+            raise
+        except BaseException:
+            save("interrupted")
+            raise
+        try:
+            rows, missing = collect_rows(exp, spec.params, spec.seeds,
+                                         store.units(exp.id, spec.config_hash), prep=prep,
+                                         with_prep=uses_prepare(exp))
+            if missing:  # only if the store was changed under us
+                raise RuntimeError(f"{missing} unit(s) vanished from the store during the run")
+            out.claims = finish_experiment(exp, spec.params, rows, exp_dir)
+        except StoreFault:
+            save("failed")
+            raise
+        except Exception as e:
+            save("failed")
+            if isinstance(e, FileNotFoundError):
+                raise DataNotFound(f"{exp.id}: {e}", traceback.format_exc()) from e
+            raise UnitFailed(f"{exp.id}: assembling the results failed: "
+                             f"{type(e).__name__}: {e}", traceback.format_exc()) from e
+        save("complete")
+        return out
+
+
+def _prepare(spec: RunSpec) -> Any:
+    """The experiment's shared preparation, computed once per run (None if not overridden)."""
+    if not uses_prepare(spec.exp):
+        return None
+    try:
+        return spec.exp.prepare(spec.params, spec.device)
+    except LazylabError:
+        raise
+    except FileNotFoundError as e:
+        raise DataNotFound(f"{spec.exp.id}: {e}", traceback.format_exc()) from e
+    except Exception as e:
+        raise UnitFailed(f"{spec.exp.id}: prepare failed: {type(e).__name__}: {e}",
+                         traceback.format_exc()) from e
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _config(spec: RunSpec, command: str, workers: int, backend: str, n_units: int,
+            ) -> dict[str, Any]:
+    from lazylab.report import environment
+
+    exp = spec.exp
+    env = environment()
+    return {
+        "experiment": exp.id, "paper": exp.paper, "figure": exp.figure, "summary": exp.summary,
+        "params": spec.params.model_dump(mode="json"), "scale": spec.scale,
+        "seeds": spec.seeds, "device": str(spec.device), "config_hash": spec.config_hash,
+        "seed_rule": "unit seed = lazylab.seeding.derive_seed(experiment id, unit key, "
+                     "seed index)",
+        "work_units": n_units, "status": "running",
+        "versions": env["versions"], "git_revision": env["git_revision"],
+        "code_version": exp.code_version(), "policy": spec.policy.identity(),
+        "command": command, "workers": workers, "backend": backend,
+        "timing": {},
+    }
+

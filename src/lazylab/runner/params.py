@@ -1,0 +1,141 @@
+"""``--set KEY=VALUE`` strings to validated parameters, with one-line messages.
+
+:func:`coerce` shapes a string for pydantic (lists split on commas, Literal choices matched,
+``none`` for optional fields); pydantic validates the rest (bounds, choices, finite floats);
+:func:`describe_validation_error` names each bad parameter and what is allowed;
+:func:`resolve_spec` then runs the experiment's own ``validate(p)`` and the cost guard's size
+checks, all before the store is touched or anything is computed.
+
+>>> coerce(list[int], "10, 20,30")  # pydantic then converts the items to int
+['10', '20', '30']
+"""
+
+from __future__ import annotations
+
+import math
+import types
+import typing
+from typing import TYPE_CHECKING, Any
+
+from lazylab.errors import InputError
+from lazylab.runner.policy import ExecutionPolicy
+from lazylab.runner.spec import RunSpec
+
+if TYPE_CHECKING:
+    import torch
+    from pydantic import ValidationError
+
+    from lazylab.experiments.base import Experiment
+
+__all__ = ["SEEDS_MAX", "check_seeds", "coerce", "describe_validation_error", "resolve_spec"]
+
+#: The most seeds per unit a run accepts (a sane cap: 10^4 seeds of the smallest grid already
+#: take hours; a crafted config.json with more is refused instead of hanging).
+SEEDS_MAX = 10_000
+
+
+def check_seeds(seeds: int, what: str = "--seeds") -> None:
+    """InputError unless ``1 <= seeds <= SEEDS_MAX``."""
+    if not 1 <= seeds <= SEEDS_MAX:
+        raise InputError(f"{what} must be between 1 and {SEEDS_MAX}; got {seeds}")
+
+
+def coerce(ann: Any, raw: str) -> Any:
+    """A ``--set`` string shaped for pydantic: lists split on commas, Literal choices matched,
+    ``none`` for optional fields; pydantic then validates and converts the rest."""
+    origin = typing.get_origin(ann)
+    if origin is typing.Annotated:
+        return coerce(typing.get_args(ann)[0], raw)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(ann)
+        if type(None) in args and raw.lower() in ("none", "null"):
+            return None
+        rest = [a for a in args if a is not type(None)]
+        return coerce(rest[0], raw) if len(rest) == 1 else raw
+    if origin in (list, tuple, set, frozenset):
+        if raw == "":
+            return []
+        item = (typing.get_args(ann) or (str,))[0]
+        return [coerce(item, s.strip()) for s in raw.split(",")]
+    if origin is typing.Literal:
+        for choice in typing.get_args(ann):
+            if str(choice) == raw:
+                return choice
+    return raw
+
+
+_MESSAGES = {
+    "greater_than_equal": "must be >= {ge}", "greater_than": "must be > {gt}",
+    "less_than_equal": "must be <= {le}", "less_than": "must be < {lt}",
+    "literal_error": "must be {expected}", "int_parsing": "must be an integer",
+    "int_from_float": "must be an integer", "float_parsing": "must be a number",
+    "finite_number": "must be a finite number",
+    "bool_parsing": "must be true or false", "too_short": "must have at least {min_length} "
+    "item(s)", "too_long": "must have at most {max_length} item(s)",
+    "string_type": "must be a string", "list_type": "must be a comma-separated list",
+}
+
+
+def describe_validation_error(exp: Experiment, err: ValidationError,
+                              assignments: dict[str, str], scale: str) -> str:
+    """One line naming each bad parameter, what is allowed, and where the value came from."""
+    allowed = {r["name"]: r["allowed"] for r in exp.param_table()}
+    parts = []
+    for e in err.errors():
+        loc = [str(x) for x in e["loc"]]
+        name = loc[0] if loc else ""
+        shown = name + "".join(f"[{x}]" for x in loc[1:])
+        tmpl = _MESSAGES.get(e["type"])
+        try:
+            what = tmpl.format(**e.get("ctx", {})) if tmpl else e["msg"]
+        except KeyError:
+            what = e["msg"]
+        if tmpl is None or e["type"].endswith("_parsing"):
+            if allowed.get(name, "any") != "any":
+                what += f" (allowed: {allowed[name]})"
+        what = " ".join(str(what).split())  # one line
+        if name in assignments:
+            parts.append(f"--set {name}={assignments[name]}: {shown} {what} ({exp.id})")
+        elif name:
+            parts.append(f"{exp.id}: parameter {shown} {what} (scale {scale})")
+        else:
+            parts.append(f"{exp.id}: invalid parameters: {what}")
+    return "; ".join(parts)
+
+
+def _check_finite(exp: Experiment, values: dict[str, Any], assignments: dict[str, str]) -> None:
+    """InputError for a NaN or infinite float anywhere in the parameters (lists included)."""
+    for name, v in values.items():
+        items = v if isinstance(v, list | tuple) else [v]
+        if any(isinstance(x, float) and not math.isfinite(x) for x in items):
+            shown = f"--set {name}={assignments[name]}" if name in assignments else name
+            raise InputError(f"{shown}: {name} must be a finite number ({exp.id})")
+
+
+def resolve_spec(exp: Experiment, scale: str, assignments: dict[str, str], seeds: int | None,
+                 device: torch.device, policy: ExecutionPolicy | None = None) -> RunSpec:
+    """A validated :class:`RunSpec`: the scale's values, then ``assignments`` (``--set``
+    strings) for the keys this experiment has, then ``exp.validate(p)``; InputError naming the
+    parameter otherwise. Nothing is computed and no store is touched."""
+    from pydantic import ValidationError
+
+    fields = exp.Params.model_fields
+    overrides = {k: coerce(fields[k].annotation, v) for k, v in assignments.items()
+                 if k in fields}
+    try:
+        p = exp.resolve(scale, overrides)
+    except ValidationError as e:
+        raise InputError(describe_validation_error(exp, e, assignments, scale)) from None
+    except ValueError as e:
+        raise InputError(f"{exp.id}: {e}") from None
+    _check_finite(exp, p.model_dump(), assignments)
+    exp.validate(p)
+    try:
+        n = len(exp.units(p))
+    except ValueError as e:
+        raise InputError(f"{exp.id}: {e}") from None
+    if n == 0:
+        raise InputError(f"{exp.id}: these parameters give an empty grid of work units")
+    seeds = seeds or exp.default_seeds.get(scale, 1)
+    check_seeds(seeds)
+    return RunSpec(exp, p, scale, seeds, device, policy or ExecutionPolicy())

@@ -1,0 +1,90 @@
+"""What to run: a :class:`RunSpec` (experiment, resolved parameters, scale, seeds, device,
+execution policy) and its grid of :class:`WorkUnit` s in canonical order.
+
+The identity of stored units (:attr:`RunSpec.identity`) is everything their numbers depend on:
+experiment id, parameters, scale, device type, the execution policy, the experiment's code
+version (a hash of its source, :meth:`Experiment.code_version`) and the versions of lazylab,
+torch and numpy. ``--resume`` is refused, naming what changed, when it differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+
+from lazylab.runner.policy import ExecutionPolicy
+from lazylab.seeding import canonical_key, derive_seed
+
+if TYPE_CHECKING:
+    import torch
+
+    from lazylab.experiments.base import Experiment, ExperimentParams
+
+__all__ = ["IDENTITY_PACKAGES", "RunSpec", "WorkUnit", "package_versions", "plan_units"]
+
+#: Packages whose versions are part of the identity of stored units.
+IDENTITY_PACKAGES = ("lazylab", "torch", "numpy")
+
+
+def package_versions() -> dict[str, str]:
+    """Installed versions of :data:`IDENTITY_PACKAGES`."""
+    out = {}
+    for pkg in IDENTITY_PACKAGES:
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One experiment with fully resolved parameters, scale, seed count, device and policy."""
+
+    exp: Experiment
+    params: ExperimentParams
+    scale: str
+    seeds: int
+    device: torch.device
+    policy: ExecutionPolicy = field(default_factory=ExecutionPolicy)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What the stored units depend on (see the module docstring).
+
+        The seed count is not part of it: unit ``(key, s)`` does not depend on how many seeds
+        run, so resuming with more seeds computes only the new ones.
+        """
+        return {"experiment": self.exp.id, "params": self.params.model_dump(mode="json"),
+                "scale": self.scale, "device": self.device.type,
+                "policy": self.policy.identity(), "code_version": self.exp.code_version(),
+                "versions": package_versions()}
+
+    @property
+    def config_hash(self) -> str:
+        """16 hex digits of the SHA-256 of the canonical identity."""
+        text = json.dumps(self.identity, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    """One cell of the grid: a unit key, a seed index and the seed derived from them."""
+
+    key: dict[str, Any]
+    key_json: str
+    seed_index: int
+    seed: int
+
+
+def plan_units(spec: RunSpec) -> list[WorkUnit]:
+    """The grid in canonical order: ``units(p)`` order, then seed index."""
+    out = []
+    for key in spec.exp.units(spec.params):
+        kj = canonical_key(key)
+        for s in range(spec.seeds):
+            out.append(WorkUnit(key, kj, s, derive_seed(spec.exp.id, key, s)))
+    return out
