@@ -1,5 +1,6 @@
 """Linear solvers: ridge least squares, kernel ridge regression (direct and conjugate
-gradients), and chunked normal equations for designs too large to store.
+gradients), chunked normal equations for designs too large to store, and spectral helpers
+(eigendecomposition, Cholesky Gram solver, orthogonal complement).
 
 All functions work on the device and in the dtype of their tensor inputs.
 """
@@ -7,5 +8,7 @@ All functions work on the device and in the dtype of their tensor inputs.
 from lazylab.solve.cg import CGInfo, kernel_ridge_cg
 from lazylab.solve.direct import kernel_ridge, lstsq
 from lazylab.solve.normal_equations import NormalEquations
+from lazylab.solve.spectral import GramSolver, Spectrum, eigendecompose, span_complement
 
-__all__ = ["lstsq", "kernel_ridge", "kernel_ridge_cg", "CGInfo", "NormalEquations"]
+__all__ = ["lstsq", "kernel_ridge", "kernel_ridge_cg", "CGInfo", "NormalEquations", "GramSolver",
+           "Spectrum", "eigendecompose", "span_complement"]

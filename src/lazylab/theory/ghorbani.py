@@ -33,6 +33,7 @@ from scipy.optimize import brentq
 
 from lazylab.activations import Activation, get_activation
 from lazylab.data.mixture import GaussianMixture, mmse_asymptotic
+from lazylab.solve.spectral import span_complement
 
 __all__ = [
     "tau", "solve_psi", "rf_qf", "rf_qf_quadratic", "rf_qf_limit", "rf_qf_iso", "rf_qf_opt",
@@ -344,18 +345,6 @@ def nt_mg(rho, Delta):
     2 / (2 + kappa(rho, tau_Delta) ||Delta||_F^2)."""
     D = _mat("Delta", Delta)
     return nt_mg_asymptotic(rho, float(np.sum(D**2)), tau(D))
-
-
-def span_complement(W) -> np.ndarray:
-    """Orthonormal basis (d, d - r) of span(W)^perp for W of shape (d, N), r = rank W
-    (numerical rank with numpy's default tolerance max(d, N) eps s_max)."""
-    A = _mat("W", W, symmetric=False)
-    d, N = A.shape
-    if N == 0:
-        return np.eye(d)
-    U, s, _ = np.linalg.svd(A, full_matrices=True)
-    r = int(np.sum(s > max(d, N) * np.finfo(np.float64).eps * s[0])) if s[0] > 0 else 0
-    return U[:, r:]
 
 
 def nt_mg_given_W(W, Delta, Sigma=None) -> float:

@@ -3,12 +3,15 @@
 * Parameters: :class:`DataParams` (the two-class problem, App. A of the paper) and
   :class:`NetParams` (the network and GD of Sec. 3.1).
 * :func:`load_problem`: the training/test sets with H_inf, its eigendecomposition and its
-  Cholesky factor computed lazily once per process (they depend only on the inputs, which a
-  fixed ``data_seed`` keeps identical across work units: at the paper's n = 10^4 they are
-  800 MB each and minutes of CPU).
+  Cholesky factor. Experiments call it from ``prepare(p, device)``, which the runner runs once
+  per run and ships to every worker (at the paper's n = 10^4 these are 800 MB each and minutes
+  of CPU).
+* :func:`validate_problem`: the checks ``validate(p)`` runs before anything is computed
+  (data present, n_train / n_test within what the data hold, eta lambda_max(H_inf) < 2, the
+  last from the cheap bounds lambda_max(X X^T)/4 <= lambda_max(H_inf) <= lambda_max(X X^T)/2).
 * :func:`train`: the paper's network trained by full-batch GD on Phi = (1/2) sum (y - u)^2
   (:func:`lazylab.train.fit`), logging ||W(k) - W(0)||_F, the share of changed activation
-  patterns and any test metric; it can stop early once the loss has converged.
+  patterns and any test metric; it can stop early once the loss is below a level.
 
 Choices where the paper is silent (spec Sec. 8), documented once here:
 
@@ -19,41 +22,50 @@ Choices where the paper is silent (spec Sec. 8), documented once here:
   and GD diverges; centred, eta lambda_max ~ 0.9.
 * Learning rate: ``lr=None`` means eta = 1 / lambda_max(H_inf) (every mode of Eq. (7) decays
   monotonically); the paper scale uses the paper's 1e-3. A step with eta lambda_max >= 2 is
-  refused, since GD on the network then diverges.
+  refused by ``validate`` (exit 2), since GD on the network then diverges.
 * Initialization: ``init="gaussian"`` is the paper's w_r ~ N(0, kappa^2 I), a_r = +-1.
   ``init="symmetric"`` (an extension, spec Sec. 8 item 10) pairs every neuron with a copy of
   opposite a_r so that u(0) = 0 exactly. Theorem 4.1 and Lemma 5.3 need kappa -> 0 only to
   make u(0) negligible, and m >= poly(n) / kappa^2 to keep the activation patterns fixed; at
   the small widths of the quick scale, kappa = 1 with u(0) = 0 is the regime they describe
-  (at kappa = 0.01 and m = 10^4 the patterns move a lot and the predictions are qualitative,
-  spec C3/C6). Quick scale: symmetric, kappa = 1; paper scale: gaussian, kappa = 0.01.
-* Stopping rule (item 3): ``loss_tol`` > 0 stops GD once Phi(k) <= loss_tol * Phi(0); the
-  steps actually run are reported. ``loss_tol=0`` runs exactly ``steps`` steps.
+  (at kappa = 0.01 the patterns move a lot and the predictions are qualitative, spec C3/C6).
+  Quick scale: symmetric, kappa = 1, and ``arora-convergence`` also runs the paper's init
+  (Gaussian, kappa = 0.01) at the same sizes; paper scale: Gaussian, kappa = 0.01.
+* Random labels (Fig. 1) and label corruption (Fig. 2) are part of the problem: they are drawn
+  from ``data_seed`` (streams "random-labels", "train-labels", "test-labels"), so the
+  predictions that depend on them are theory rows computed once per run, and the seeds vary
+  the network's initialization. Fig. 2's corruptions are nested: every fraction redraws a
+  prefix of one random permutation with a prefix of one sign vector (common random numbers).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
 from typing import Literal
 
 import torch
 from pydantic import Field, field_validator, model_validator
 
-from lazylab.data import load_dataset, sphere
+from lazylab.data import DatasetNotFound, load_dataset, sphere
+from lazylab.errors import DataNotFound, InputError
 from lazylab.experiments.base import ExperimentParams
+from lazylab.experiments.toolkit import sub_generator
 from lazylab.models import TwoLayerNet
 from lazylab.seeding import derive_seed, torch_generator
-from lazylab.theory.arora import GramSolver, Spectrum, eigendecompose, h_infinity
+from lazylab.solve.spectral import GramSolver, Spectrum, eigendecompose
+from lazylab.theory.arora import h_infinity
 from lazylab.train import fit, log_spaced_steps
 
 __all__ = [
-    "DataParams", "NetParams", "Problem", "Run", "load_problem", "train", "learning_rate",
-    "sub_generator", "LABEL_METHODS", "COLORS",
+    "DataParams", "NetParams", "Problem", "Run", "load_problem", "sphere_problem", "train",
+    "learning_rate", "validate_problem", "dataset_title", "sub_generator", "LABEL_METHODS",
+    "COLORS", "PAPER_INIT",
 ]
+
+#: The paper's initialization (Sec. 3.1, App. A): w_r ~ N(0, kappa^2 I) with kappa = 0.01.
+PAPER_INIT = ("gaussian", 0.01)
 
 #: Legend names of Fig. 1's label vectors, by unit key.
 LABEL_METHODS = {"true": "true labels", "random": "random labels",
@@ -79,8 +91,8 @@ class DataParams(ExperimentParams):
     n_test: int = Field(100, ge=1, le=10000, description="test points")
     center: bool = Field(True, description="subtract the training mean before unit-normalizing "
                          "(see the module docstring)")
-    data_seed: int = Field(0, ge=0, description="seed of the train/test subsample (the same in "
-                           "every work unit, so H_inf is shared)")
+    data_seed: int = Field(0, ge=0, description="seed of the train/test subsample and of the "
+                           "random / corrupted labels (shared by every work unit)")
 
     @field_validator("classes")
     @classmethod
@@ -107,6 +119,8 @@ class NetParams(DataParams):
     log_points: int = Field(30, ge=2, le=1000, description="log-spaced steps recorded")
     precision: Literal["float32", "float64"] = Field("float32", description="dtype of the "
                                                      "network (theory is always float64)")
+    mc_draws: int = Field(16, ge=2, le=1000, description="draws of the width-m kernel H(0) in "
+                          "the finite-width error model of the claims")
 
     @model_validator(mode="after")
     def _even_width(self) -> NetParams:
@@ -118,97 +132,111 @@ class NetParams(DataParams):
 # ---------------------------------------------------------------------------- the problem
 @dataclass
 class Problem:
-    """Training and test data (float64, on one device) with H_inf and its factorizations,
-    each computed on first use."""
+    """Training and test data (float64, on one device) with H_inf, its eigendecomposition and
+    its Cholesky factor (computed once, in ``prepare``)."""
 
     X: torch.Tensor
     y: torch.Tensor
     X_test: torch.Tensor
     y_test: torch.Tensor
+    H: torch.Tensor
+    spectrum: Spectrum
+    solver: GramSolver
 
     @property
     def n(self) -> int:
         return int(self.X.shape[0])
 
-    @cached_property
-    def H(self) -> torch.Tensor:
-        return h_infinity(self.X)
 
-    @cached_property
-    def spectrum(self) -> Spectrum:
-        return eigendecompose(self.H)
-
-    @cached_property
-    def solver(self) -> GramSolver:
-        return GramSolver(self.H)
+def _with_gram(X: torch.Tensor, y: torch.Tensor, X_test: torch.Tensor,
+               y_test: torch.Tensor) -> Problem:
+    H = h_infinity(X)
+    return Problem(X, y, X_test, y_test, H, eigendecompose(H), GramSolver(H))
 
 
-@lru_cache(maxsize=1)
-def _cached_problem(dataset: str, data_root: str | None, classes: tuple[int, int],
-                    n_train: int, n_test: int, center: bool, data_seed: int,
-                    device: str) -> Problem:
-    Xtr, ytr, Xte, yte = load_dataset(dataset, classes=classes, n_train=n_train, n_test=n_test,
-                                      root=data_root, normalize="unit", center=center,
-                                      seed=data_seed, device=device, dtype=torch.float64)
-    return Problem(Xtr, ytr, Xte, yte)
+def _load(p: DataParams, device: torch.device | str) -> tuple[torch.Tensor, ...]:
+    return load_dataset(p.dataset, classes=tuple(p.classes), n_train=p.n_train,
+                        n_test=p.n_test, root=p.data_root, normalize="unit", center=p.center,
+                        seed=p.data_seed, device=device, dtype=torch.float64)
 
 
 def load_problem(p: DataParams, device: torch.device) -> Problem:
-    """The problem of ``p`` on ``device`` (cached: the last one stays in memory).
+    """The problem of ``p`` on ``device``: data, H_inf, its spectrum and Cholesky factor.
 
-    Raises :class:`lazylab.data.DatasetNotFound` (a FileNotFoundError, reported by the CLI as a
-    missing data set with where it looked) when the files are absent.
+    Raises :class:`lazylab.data.DatasetNotFound` when the files are absent (``validate``
+    turns that into an exit-2 message before anything runs).
     """
-    return _cached_problem(p.dataset, p.data_root, tuple(p.classes), p.n_train, p.n_test,
-                           p.center, p.data_seed, str(device))
+    return _with_gram(*_load(p, device))
 
 
-@lru_cache(maxsize=1)
-def sphere_problem(n: int, d: int, data_seed: int, device: str) -> Problem:
+def sphere_problem(n: int, d: int, data_seed: int, device: torch.device | str) -> Problem:
     """n points uniform on the unit sphere S^{d-1} (no labels: zeros), for Sec. 6's targets."""
     g = torch_generator(derive_seed("arora-sphere", n, d, data_seed), device)
     X = sphere(n, d, generator=g, device=device, dtype=torch.float64)
     zeros = torch.zeros(n, dtype=torch.float64, device=device)
-    return Problem(X, zeros, X[:1], zeros[:1])
+    return _with_gram(X, zeros, X[:1], zeros[:1])
 
 
-def sub_generator(seed: int, purpose: str, device: torch.device) -> torch.Generator:
-    """An independent stream of the unit seed for one purpose ("init", "labels", ...)."""
-    return torch_generator(derive_seed(seed, purpose), device)
+def dataset_title(p: DataParams) -> str:
+    """The data set as a figure title names it; Fashion-MNIST is the stand-in for the paper's
+    MNIST (Fig. 1(a)(b), Fig. 2 left), and the title says so."""
+    a, b = p.classes
+    if p.dataset == "fashion-mnist":
+        return f"Fashion-MNIST {a} vs {b} (stand-in for the paper's MNIST)"
+    if p.dataset == "digits":
+        return f"sklearn digits {a} vs {b} (stand-in for the paper's MNIST)"
+    names = {"mnist": "MNIST", "cifar10": "CIFAR-10", "sphere": "uniform sphere"}
+    return f"{names.get(p.dataset, p.dataset)} {a} vs {b}"
 
 
 def learning_rate(p: NetParams, spectrum: Spectrum) -> float:
-    """eta: ``p.lr`` or 1/lambda_max(H_inf); refuses eta lambda_max >= 2 (GD diverges)."""
-    eta = p.lr if p.lr is not None else 1.0 / spectrum.lambda_max
-    if eta * spectrum.lambda_max >= 2:
-        raise ValueError(
-            f"lr={eta:g} is too large: eta * lambda_max(H_inf) = {eta * spectrum.lambda_max:.3g}"
-            f" >= 2, so GD on (1/2) sum (y - u)^2 diverges; use lr < "
-            f"{2 / spectrum.lambda_max:.3g}, lr=none (1/lambda_max), or center=true")
-    return eta
+    """eta: ``p.lr`` or 1/lambda_max(H_inf) (``validate`` has refused eta lambda_max >= 2)."""
+    return p.lr if p.lr is not None else 1.0 / spectrum.lambda_max
+
+
+# ---------------------------------------------------------------------------- validation
+def _size_key(message: str) -> str:
+    for key in ("n_train", "n_test"):
+        if key in message:
+            return key
+    return "dataset"
+
+
+def validate_problem(p: DataParams) -> None:
+    """Refuse, with exit 2, what would fail later: missing data, more points than the data
+    hold, and (for :class:`NetParams`) a GD step with eta lambda_max(H_inf) >= 2.
+
+    lambda_max(H_inf) is bracketed without forming H_inf: for unit-norm x, H_inf = K/4 +
+    K o arcsin(K) / (2 pi) with K = X X^T (App. E), arcsin(K) is PSD with diagonal pi/2, and a
+    Schur product with a PSD matrix of unit diagonal does not raise lambda_max, so
+    lambda_max(K)/4 <= lambda_max(H_inf) <= lambda_max(K)/2. H_inf is formed only when eta falls
+    between the two certain cases.
+    """
+    if getattr(p, "dataset", None) == "sphere":
+        X = None
+    else:
+        try:
+            X = _load(p, "cpu")[0]
+        except DatasetNotFound as e:
+            raise DataNotFound(f"--set dataset={p.dataset}: {e}") from e
+        except ValueError as e:
+            raise InputError(f"--set {_size_key(str(e))}: {e}") from e
+    lr = getattr(p, "lr", None)
+    if lr is None or X is None:
+        return
+    k_max = float(torch.linalg.matrix_norm(X, ord=2)) ** 2
+    lo, hi = k_max / 4, k_max / 2
+    if lr * hi < 2:
+        return
+    lam = lo if lr * lo >= 2 else float(torch.linalg.eigvalsh(h_infinity(X))[-1])
+    if lr * lam >= 2:
+        raise InputError(
+            f"--set lr: lr={lr:g} is too large: eta * lambda_max(H_inf) >= {lr * lam:.3g} >= 2, "
+            f"so GD on (1/2) sum (y - u)^2 diverges; allowed: lr < {2 / lam:.3g} (or lr=none "
+            f"for 1/lambda_max, or center=true)")
 
 
 # ---------------------------------------------------------------------------- training
-#: Below this many multiply-adds per product (n m d), GD runs on one CPU thread: a product of
-#: <= 1e9 gains less than 2x from a second core, while thread hand-offs on a shared machine
-#: cost far more (measured: n = 200, m = 2000, d = 64 took 6 ms per step on one thread and
-#: 40-96 ms on two at load 6 on 2 cores).
-ONE_THREAD_MACS = 1 << 30
-
-
-@contextmanager
-def _threads(device: torch.device, macs: int) -> Iterator[None]:
-    if device.type != "cpu" or macs >= ONE_THREAD_MACS:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 @dataclass
 class Run:
     """A GD trajectory at logged steps, and the trained net."""
@@ -228,20 +256,24 @@ class Run:
 
 def train(X: torch.Tensor, y: torch.Tensor, p: NetParams, eta: float, seed: int,
           device: torch.device, *, eval_fn: Callable[[TwoLayerNet], dict[str, float]] | None
-          = None) -> Run:
+          = None, init: str | None = None, kappa: float | None = None,
+          stop_at: float | None = None) -> Run:
     """Train the paper's network on (X, y) by full-batch GD with step ``eta``.
 
     f(x) = m^-1/2 sum_r a_r relu(w_r.x), a_r = +-1 fixed, w_r(0) ~ N(0, kappa^2 I) (or the
     symmetric init), only W trained, on Phi = (1/2) sum_i (y_i - u_i)^2 (loss "half_sse").
     GD keeps no state, so running it as consecutive :func:`lazylab.train.fit` calls between
     logged steps is the same trajectory; between calls we log ||W(k) - W(0)||_F, the share of
-    (i, r) with 1{w_r(k).x_i >= 0} != 1{w_r(0).x_i >= 0}, and ``eval_fn(net)``, and stop early
-    when Phi(k) <= loss_tol Phi(0).
+    (i, r) with 1{w_r(k).x_i >= 0} != 1{w_r(0).x_i >= 0}, and ``eval_fn(net)``. Training stops
+    at the first logged step with Phi(k) <= ``stop_at`` (absolute) or, when ``p.loss_tol`` > 0,
+    Phi(k) <= loss_tol Phi(0). ``init`` / ``kappa`` override ``p.init`` / ``p.kappa``.
     """
+    init = p.init if init is None else init
+    kappa = p.kappa if kappa is None else kappa
     dtype = getattr(torch, p.precision)
     Xd, yd = X.to(device=device, dtype=dtype), y.to(device=device, dtype=dtype)
-    net = TwoLayerNet(X.shape[1], p.width, activation="relu", init=p.init, scaling="ntk",
-                      a_init="sign", weight_std=p.kappa, train_second=False,
+    net = TwoLayerNet(X.shape[1], p.width, activation="relu", init=init, scaling="ntk",
+                      a_init="sign", weight_std=kappa, train_second=False,
                       generator=sub_generator(seed, "init", device), device=device, dtype=dtype)
     W0 = net.W.detach().clone()
     with torch.no_grad():
@@ -260,15 +292,17 @@ def train(X: torch.Tensor, y: torch.Tensor, p: NetParams, eta: float, seed: int,
 
     loss0 = 0.5 * float((yd - u0).square().sum())
     log(0, loss0)
+    level = math.inf if stop_at is None else float(stop_at)
+    if p.loss_tol > 0:
+        level = min(level, p.loss_tol * loss0) if stop_at is not None else p.loss_tol * loss0
     logs = log_spaced_steps(p.steps, p.log_points)
-    with _threads(device, Xd.shape[0] * p.width * Xd.shape[1]):
-        for k0, k1 in zip(logs[:-1], logs[1:], strict=True):
-            hist = fit(net, data=(Xd, yd), loss="half_sse", optimizer="gd", lr=eta,
-                       steps=k1 - k0, log_steps=[k1 - k0], params=[net.W])
-            log(k1, hist.final_loss)
-            if p.loss_tol > 0 and hist.final_loss <= p.loss_tol * loss0:
-                run.converged = True
-                break
+    for k0, k1 in zip(logs[:-1], logs[1:], strict=True):
+        hist = fit(net, data=(Xd, yd), loss="half_sse", optimizer="gd", lr=eta,
+                   steps=k1 - k0, log_steps=[k1 - k0], params=[net.W])
+        log(k1, hist.final_loss)
+        if math.isfinite(level) and hist.final_loss <= level:
+            run.converged = True
+            break
     if not math.isfinite(run.loss[-1]):
         raise RuntimeError(f"training diverged (loss {run.loss[-1]}) with lr={eta:g}; lower lr")
     return run
