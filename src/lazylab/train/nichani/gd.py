@@ -1,0 +1,158 @@
+"""Batched full-batch (perturbed) GD on Nichani et al.'s Taylor model f_L + f_Q + lambda3 R3.
+
+For a batch of B regularization strengths lambda3_b sharing one initialization and data set,
+every step updates W (B, m, d) by perturbed gradient descent (Eq. (21)):
+
+    W <- W - eta (grad_W [ E_n (y - f)^2 + lambda3 R3(W) ] + Xi),  Xi_ij ~ N(0, s^2/(m d)),
+
+with f = f_L + f_Q (or one of them: the ``terms`` argument) and the square loss as a plain mean
+(authors' code, spec Sec. 3.5). The gradient is closed form (spec Sec. 2.4):
+
+    grad_W = [ diag(c) (D1 + D2 * Z) ]^T X / 1 + [ diag(lambda3 (2/n) P2 f_L) D1 ]^T X,
+    c = (2/n)(f - y),  Z = X W^T,
+
+so one step is two batched GEMMs of size n x m x d (Z and the pull-back) plus O(B n m)
+elementwise work; the B values share D1, D2 and X and run as one batched computation. With
+s = 0 (the experiments' setting) this is plain GD. R3 comes from
+:class:`~lazylab.train.nichani.regularizers.R3Empirical`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from lazylab.models.nichani.network import TaylorFeatures
+from lazylab.train.nichani.regularizers import R3Empirical
+
+__all__ = ["TaylorRun", "taylor_step_grad", "train_taylor"]
+
+TERMS = ("L", "Q")
+
+
+@dataclass
+class TaylorRun:
+    """Logged trajectory: arrays of shape (len(steps), B) per metric, and the final W."""
+
+    steps: np.ndarray
+    metrics: dict[str, np.ndarray] = field(default_factory=dict)
+    W: torch.Tensor | None = None
+
+
+def _masks(terms: Sequence[str] | Sequence[Sequence[str]], B: int, like: torch.Tensor,
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, 1) float masks of f_L and f_Q: one ``terms`` for all members or one per member."""
+    per = [terms] * B if all(isinstance(t, str) for t in terms) else list(terms)
+    if len(per) != B:
+        raise ValueError(f"terms must be one subset of {TERMS} or one per lam3 value ({B})")
+    for t in per:
+        if not t or any(x not in TERMS for x in t):
+            raise ValueError(f"terms must be non-empty subsets of {TERMS}; got {list(t)}")
+    ml = torch.tensor([[float("L" in t)] for t in per], dtype=like.dtype, device=like.device)
+    mq = torch.tensor([[float("Q" in t)] for t in per], dtype=like.dtype, device=like.device)
+    return ml, mq
+
+
+def taylor_step_grad(feats: TaylorFeatures, W: torch.Tensor, y: torch.Tensor,
+                     lam3: torch.Tensor | None, r3: R3Empirical | None, *,
+                     ml: torch.Tensor | None = None, mq: torch.Tensor | None = None,
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradient of E_n (y - f)^2 + lam3 R3 at W (B, m, d), f = ml f_L + mq f_Q.
+
+    ``ml``, ``mq``: (B, 1) 0/1 masks of the two terms (default both on). Returns
+    (grad (B, m, d), f (B, n), f_L (B, n)).
+    """
+    n = feats.n
+    Z = feats.z(W)                                   # GEMM 1: (B, n, m)
+    fl = (feats.D1 * Z).sum(-1)
+    T = feats.D2 * Z
+    fq = 0.5 * (T * Z).sum(-1)
+    f = (fl if ml is None else ml * fl) + (fq if mq is None else mq * fq)
+    c = (2.0 / n) * (f - y)
+    cl = c if ml is None else ml * c
+    cq = c if mq is None else mq * c
+    if r3 is not None and lam3 is not None:
+        cl = cl + lam3.unsqueeze(-1) * (2.0 / n) * r3.project(fl)
+    G = (cl.unsqueeze(-1) * feats.D1).addcmul_(cq.unsqueeze(-1), T)
+    return feats.pullback(G), f, fl                  # GEMM 2: (B, m, d)
+
+
+def train_taylor(train: TaylorFeatures, y: torch.Tensor, *, steps: int, lr: float,
+                 log_steps: Sequence[int], lam3: Sequence[float] = (0.0,),
+                 r3: R3Empirical | None = None,
+                 terms: Sequence[str] | Sequence[Sequence[str]] = TERMS,
+                 test: TaylorFeatures | None = None, y_test: torch.Tensor | None = None,
+                 W_init: torch.Tensor | None = None, noise_std: float = 0.0,
+                 generator: torch.Generator | None = None) -> TaylorRun:
+    """Train B = len(lam3) models as one batched computation; log losses, R3 and movement.
+
+    Parameters
+    ----------
+    train, y : training features and targets (n,).
+    steps, lr : number of GD steps and step size eta.
+    log_steps : steps (0..steps) at which metrics are recorded.
+    lam3 : regularization strengths (one trajectory each); needs ``r3`` if any is nonzero.
+    r3 : the empirical R3 of the training set (also logged when given).
+    terms : ("L", "Q") for f_L + f_Q, ("L",) for f_L only, ("Q",) for f_Q only; one subset
+        for every member or a list of one subset per member.
+    test, y_test : optional test set (test loss logged).
+    W_init : (m, d) or (B, m, d) start (default 0; f_Q alone needs a small random start,
+        W = 0 is a saddle of f_Q).
+    noise_std : s in Eq. (21): Xi entries N(0, s^2/(m d)); needs ``generator`` when > 0.
+
+    Returns
+    -------
+    TaylorRun with metrics ``train_loss``, ``test_loss``, ``R3``, ``fro`` (||W||_F) and
+    ``max_row`` (max_r ||w_r||), each (len(log_steps), B).
+    """
+    if int(steps) != steps or steps < 0:
+        raise ValueError(f"steps must be an integer >= 0; got {steps!r}")
+    lam = torch.as_tensor(list(lam3), dtype=train.X.dtype, device=train.X.device)
+    if lam.ndim != 1 or len(lam) == 0 or bool((lam < 0).any()):
+        raise ValueError(f"lam3 must be a non-empty list of numbers >= 0; got {list(lam3)}")
+    if r3 is None and bool((lam > 0).any()):
+        raise ValueError("lam3 > 0 needs the r3 regularizer")
+    if noise_std > 0 and generator is None:
+        raise ValueError("noise_std > 0 needs a generator")
+    B, m, d = len(lam), train.m, train.X.shape[1]
+    ml, mq = _masks(terms, B, train.X)
+    W = torch.zeros(B, m, d, dtype=train.X.dtype, device=train.X.device)
+    if W_init is not None:
+        W = W + W_init.to(W)
+    y = y.to(train.X.dtype)
+    logs = sorted({int(s) for s in log_steps if 0 <= int(s) <= steps})
+    log_set = set(logs)
+    out: dict[str, list[np.ndarray]] = {k: [] for k in
+                                        ("train_loss", "test_loss", "R3", "fro", "max_row")}
+    noise_scale = noise_std / (m * d) ** 0.5
+    for t in range(int(steps) + 1):
+        grad, f, fl = taylor_step_grad(train, W, y, lam if r3 is not None else None, r3,
+                                       ml=ml, mq=mq)
+        if t in log_set:
+            loss = ((f - y) ** 2).mean(-1)
+            if not bool(torch.isfinite(loss).all()):
+                raise FloatingPointError(f"GD diverged at step {t} (lr={lr})")
+            out["train_loss"].append(loss.cpu().numpy())
+            if r3 is not None:
+                out["R3"].append(((fl * r3.project(fl)).sum(-1) / train.n).cpu().numpy())
+            out["fro"].append(W.pow(2).sum((-1, -2)).sqrt().cpu().numpy())
+            out["max_row"].append(W.pow(2).sum(-1).amax(-1).sqrt().cpu().numpy())
+            if test is not None and y_test is not None:
+                out["test_loss"].append(_loss(test, W, y_test, ml, mq).cpu().numpy())
+        if t == steps:
+            break
+        if noise_std > 0:
+            grad = grad + noise_scale * torch.randn(W.shape, generator=generator,
+                                                    device=W.device, dtype=W.dtype)
+        W.sub_(grad, alpha=lr)
+    metrics = {k: np.stack(v) for k, v in out.items() if v}
+    return TaylorRun(np.array(logs), metrics, W)
+
+
+def _loss(feats: TaylorFeatures, W: torch.Tensor, y: torch.Tensor, ml: torch.Tensor,
+          mq: torch.Tensor) -> torch.Tensor:
+    f = ml * feats.f_L(W) + mq * feats.f_Q(W)
+    return ((f - y.to(W.dtype)) ** 2).mean(-1)
