@@ -45,13 +45,9 @@ _QUAD_NODES = 400
 
 @lru_cache(maxsize=1)
 def _gauss_nodes() -> tuple[np.ndarray, np.ndarray]:
-    x, w = np.polynomial.legendre.leggauss(_QUAD_NODES)
-    half = _QUAD_L / 2
-    pos = half * (x + 1)  # nodes on [0, L]
-    nodes = np.concatenate([-pos[::-1], pos])
-    weights = np.concatenate([w[::-1], w]) * half
-    weights = weights * np.exp(-nodes**2 / 2) / math.sqrt(2 * math.pi)
-    return nodes, weights
+    from lazylab.gauss import gauss_normal_split
+
+    return gauss_normal_split(_QUAD_NODES, _QUAD_L)
 
 
 @dataclass(frozen=True)

@@ -40,14 +40,14 @@ import numpy as np
 import torch
 
 from lazylab.data.quadratic import as_matrix, is_symmetric, sampling_device
+from lazylab.gauss import gauss_normal
 from lazylab.seeding import numpy_rng, torch_generator
 
 __all__ = ["diag_delta", "GaussianMixture", "mmse_asymptotic"]
 
 # Gauss-Hermite (probabilists') rule for E g(G), G ~ N(0,1); tanh is entire and bounded, so
 # 121 nodes integrate it to machine precision for the m (< 50) of interest.
-_GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(121)
-_GH_WEIGHTS = _GH_WEIGHTS / math.sqrt(2 * math.pi)
+_GH_NODES, _GH_WEIGHTS = gauss_normal(121)
 
 # Monte Carlo Bayes error is accumulated in chunks so memory stays at chunk * d doubles.
 _MC_CHUNK = 20_000

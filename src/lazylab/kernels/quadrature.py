@@ -39,11 +39,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import lru_cache
 
 import numpy as np
 import torch
 
+from lazylab.gauss import gauss_legendre
 from lazylab.kernels._inputs import check_pair, gram_stats
 
 __all__ = ["gaussian_expectation"]
@@ -55,9 +55,8 @@ _N_RADIAL = 12         # Gauss-Legendre nodes per radial piece
 _CHUNK_NODES = 1 << 23  # pairs x nodes evaluated at once (64 MiB per float64 temporary)
 
 
-@lru_cache(maxsize=8)
 def _legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
-    return np.polynomial.legendre.leggauss(n)
+    return gauss_legendre(n)
 
 
 def _radial_rule(max_norm: float, dtype: torch.dtype, device: torch.device

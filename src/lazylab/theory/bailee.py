@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import lru_cache
 
 import numpy as np
 import torch
 
 from lazylab.activations import Activation, get_activation
 from lazylab.data.harmonics import hermite_e
+from lazylab.gauss import gauss_normal
 from lazylab.models.bailee.constructions import relu_hermite_coefficient, representable_exponent
 from lazylab.models.randomized import moment_matched_pair
 
@@ -64,10 +64,8 @@ COUPLING_SLOPES: dict[str, float] = {"f_L": 0.25, "f_Q": 0.0, "std over signs": 
 XOR_NSTAR_SLOPES: dict[str, float] = {"randomized net": 1.0, "QuadNTK": 1.0, "NTK": 2.0}
 
 
-@lru_cache(maxsize=4)
 def _hermegauss(n: int) -> tuple[np.ndarray, np.ndarray]:
-    x, w = np.polynomial.hermite_e.hermegauss(n)
-    return x, w / math.sqrt(2 * math.pi)
+    return gauss_normal(n)
 
 
 def gaussian_mean(fn: Callable[[torch.Tensor], torch.Tensor], nodes: int = 160) -> float:
