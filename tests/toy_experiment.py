@@ -15,8 +15,11 @@ training run would.
 from __future__ import annotations
 
 import math
+import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import torch
@@ -34,6 +37,9 @@ class ToyParams(ExperimentParams):
     estimator: Literal["plain", "centered"] = Field("plain", description="unused; a choice")
     shift: float = Field(0.0, description="added to the claim's expected value")
     data_path: str | None = Field(None, description="a file each unit must find")
+    sleep: float = Field(0.0, ge=0, le=10, description="seconds each unit waits (kill tests)")
+    crash_dir: str | None = Field(None, description="the first attempt of each unit kills its "
+                                  "worker process (leaving a marker file here): Ray tests")
 
 
 class ToyMean(Experiment):
@@ -65,6 +71,13 @@ class ToyMean(Experiment):
                 open(p.data_path).close()
             except FileNotFoundError:
                 raise FileNotFoundError(f"toy data set not found at {p.data_path}") from None
+        if p.crash_dir is not None:
+            marker = Path(p.crash_dir) / f"crashed-{key['n']}-{seed}"
+            if not marker.exists():
+                marker.touch()
+                os._exit(1)  # the worker process dies mid-unit
+        if p.sleep:
+            time.sleep(p.sleep)
         n = int(key["n"])
         g = torch_generator(seed, device)
         x = p.sigma * torch.randn(n, generator=g, dtype=torch.float64, device=device)

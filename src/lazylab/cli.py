@@ -476,13 +476,14 @@ def _run_all(specs: Sequence[RunSpec], out: Path, *, resume: bool, fresh: bool, 
     from rich import progress as rp
 
     from lazylab.report import write_report
-    from lazylab.runner import check_start, run_experiment
+    from lazylab.runner import RunLock, check_start, run_experiment
 
     matplotlib.use("Agg")
     outcomes: list[RunOutcome] = []
     failures: list[LazylabError] = []
     with _open_store(out) as store:
         for spec in specs:  # refuse before computing anything
+            RunLock.probe(out, spec.exp.id)
             check_start(store, spec, out, resume=resume, fresh=fresh)
         columns = (rp.SpinnerColumn(), rp.TextColumn("{task.description}"), rp.BarColumn(),
                    rp.MofNCompleteColumn(), rp.TimeElapsedColumn(), rp.TimeRemainingColumn())

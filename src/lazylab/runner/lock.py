@@ -50,6 +50,14 @@ class RunLock:
         self._fd = fd
         return self
 
+    @classmethod
+    def probe(cls, out_dir: Path, exp_id: str) -> None:
+        """InputError if another process holds the lock now (taken and released at once)."""
+        if not lock_path(out_dir, exp_id).exists():
+            return
+        with cls(out_dir, exp_id):
+            pass
+
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if self._fd is not None:

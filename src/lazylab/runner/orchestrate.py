@@ -106,6 +106,7 @@ def check_start(store: Store, spec: RunSpec, out_dir: Path, *, resume: bool,
         raise InputError("--resume and --fresh exclude each other")
     if resume:
         check_resume(store, spec, out_dir)
+        store.units(spec.exp.id, spec.config_hash)  # verifies every stored unit's checksum
     elif not fresh:
         n = store.count(spec.exp.id)
         if n:
