@@ -105,6 +105,7 @@ def kernel_ridge_cg(K: torch.Tensor | Matvec, y: torch.Tensor, *, ridge: float =
                     preconditioner: str | Matvec | None = "jacobi",
                     diag: torch.Tensor | None = None, block_size: int = 256,
                     x0: torch.Tensor | None = None, return_info: bool = False,
+                    callback: Callable[[int, float], None] | None = None,
                     ) -> torch.Tensor | tuple[torch.Tensor, CGInfo]:
     """Solve (K + ridge I) alpha = y by preconditioned conjugate gradients.
 
@@ -121,6 +122,8 @@ def kernel_ridge_cg(K: torch.Tensor | Matvec, y: torch.Tensor, *, ridge: float =
     block_size : block size of the "block" preconditioner.
     x0 : optional (n,) or (n, k) starting point.
     return_info : also return a :class:`CGInfo`.
+    callback : called as callback(iteration, max relative residual) after every iteration
+        (e.g. to drive a progress bar).
 
     Returns
     -------
@@ -197,6 +200,8 @@ def kernel_ridge_cg(K: torch.Tensor | Matvec, y: torch.Tensor, *, ridge: float =
         rz = rz_new
         it += 1
         rel = float((torch.linalg.vector_norm(R, dim=0) / ynorm).max())
+        if callback is not None:
+            callback(it, rel)
     if not math.isfinite(rel):
         raise ValueError("kernel_ridge_cg produced a non-finite residual: K + ridge I must be "
                          "symmetric positive definite")
