@@ -219,3 +219,69 @@ def test_set_values_are_coerced_and_validated(toy):
         with pytest.raises(InputError) as info:
             spec_of(toy, **{k: v})
         assert msg in str(info.value), (k, v, str(info.value))
+
+
+def test_arora_spectrum_results_do_not_depend_on_workers(tmp_path):
+    """Issue 12 item 1: one fixed thread policy in the main process and in every worker, so 1
+    and 2 workers, and a resume with one unit pending (run in the main process), agree to the
+    byte."""
+    from lazylab.experiments import get_experiment
+    from lazylab.runner import ExecutionPolicy
+
+    exp = get_experiment("arora-spectrum")
+    policy = ExecutionPolicy(threads=2)
+    spec = resolve_spec(exp, "quick", {}, None, CPU, policy)
+    csvs = []
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        assert run(spec, out, workers=workers).spec.policy.threads == 2
+        csvs.append((out / exp.id / "results.csv").read_bytes())
+    assert csvs[0] == csvs[1]
+    out = tmp_path / "w2"
+    with Store(out / STORE_NAME) as st:
+        (last,) = [max(st.done(exp.id, spec.config_hash))]
+        assert st.delete_units(exp.id, {last}) == 1
+    resumed = run(spec, out, workers=2, resume=True)
+    assert (resumed.computed, resumed.reused) == (1, len(plan_units(spec)) - 1)
+    assert (out / exp.id / "results.csv").read_bytes() == csvs[0]
+    cfg = json.loads((out / exp.id / "config.json").read_text())
+    assert cfg["policy"] == {"threads": 2, "deterministic": True, "allow_tf32": False,
+                             "memory_budget": None}
+
+
+def test_prepare_runs_once_and_reaches_units_and_theory(toy, reference, tmp_path, monkeypatch):
+    """An experiment overriding ``prepare`` gets its output as ``prep=`` in every unit (also in
+    pool workers, shipped once through the initializer) and in ``theory``."""
+    seen = {"prepare": 0}
+
+    def prepare(self, p, device):
+        seen["prepare"] += 1
+        return {"offset": 0.0, "token": "prepared"}
+
+    def run_unit(self, p, key, seed, device, prep=None):
+        assert prep == {"offset": 0.0, "token": "prepared"}
+        return ToyMean._orig_run_unit(self, p, key, seed, device)
+
+    def theory(self, p, prep=None):
+        assert prep["token"] == "prepared"
+        return ToyMean._orig_theory(self, p)
+
+    monkeypatch.setattr(ToyMean, "_orig_run_unit", ToyMean.run_unit, raising=False)
+    monkeypatch.setattr(ToyMean, "_orig_theory", ToyMean.theory, raising=False)
+    monkeypatch.setattr(ToyMean, "prepare", prepare)
+    monkeypatch.setattr(ToyMean, "run_unit", run_unit)
+    monkeypatch.setattr(ToyMean, "theory", theory)
+    out = run(spec_of(toy, seeds=2), tmp_path)
+    assert seen["prepare"] == 1 and out.computed == 6
+    assert (tmp_path / "toy-mean" / "results.csv").read_bytes() == reference[0]
+
+
+def test_validate_refuses_before_the_store_is_touched(toy, tmp_path, monkeypatch):
+    def validate(self, p):
+        if p.d > 10:
+            raise InputError("--set d: must be <= 10 for this toy")
+
+    monkeypatch.setattr(ToyMean, "validate", validate)
+    with pytest.raises(InputError, match="--set d: must be <= 10"):
+        spec_of(toy, d="11")
+    assert not (tmp_path / STORE_NAME).exists()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
@@ -51,9 +52,10 @@ class RunSpec:
     device: torch.device
     policy: ExecutionPolicy = field(default_factory=ExecutionPolicy)
 
-    @property
+    @cached_property
     def identity(self) -> dict[str, Any]:
-        """What the stored units depend on (see the module docstring).
+        """What the stored units depend on (see the module docstring); computed once, so a
+        source file edited during the run does not change the identity mid-run.
 
         The seed count is not part of it: unit ``(key, s)`` does not depend on how many seeds
         run, so resuming with more seeds computes only the new ones.
@@ -63,7 +65,7 @@ class RunSpec:
                 "policy": self.policy.identity(), "code_version": self.exp.code_version(),
                 "versions": package_versions()}
 
-    @property
+    @cached_property
     def config_hash(self) -> str:
         """16 hex digits of the SHA-256 of the canonical identity."""
         text = json.dumps(self.identity, sort_keys=True, separators=(",", ":"))
