@@ -8,6 +8,8 @@ computed lambda_min.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -291,3 +293,66 @@ def test_kernel_regression_bad_input() -> None:
         kernel_regression(X, y, ridge=-1.0, rank=0)
     with pytest.raises(ValueError, match="y"):
         kernel_regression(X, y[:5], rank=0)
+
+
+# ------------------------------------------------------ NT least squares by streamed CG
+
+
+@pytest.mark.parametrize("N", [3, 12])
+def test_nt_least_squares_equals_explicit_lstsq(N: int) -> None:
+    """CG on the centred normal equations in G-coordinates gives the same fitted function as
+    least squares on the explicit N d features 2 (w_i.x) x_j plus a constant (float64, to
+    ~1e-9), for N < d (a proper subspace of quadratics) and N > d (all quadratics)."""
+    from lazylab.solve import nt_least_squares
+
+    d, n = 8, 3000
+    g = torch.Generator().manual_seed(90)
+    W = torch.randn(N, d, generator=g, dtype=torch.float64) / math.sqrt(d)
+    B = torch.diag(torch.linspace(0.2, 1.5, d, dtype=torch.float64))
+    seen: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def sampler(m: int, gen: torch.Generator):
+        X = torch.randn(m, d, generator=gen, dtype=torch.float64) * 1.3 + 0.2
+        y = ((X @ B) * X).sum(1) + torch.sin(X[:, 0])   # not in the NT class
+        if sum(len(x) for x, _ in seen) < n:
+            seen.append((X, y))
+        return X, y
+
+    fit = nt_least_squares(W, sampler, n, seed=5, chunk=700, dtype=torch.float64, tol=1e-12,
+                           max_iter=500)
+    assert fit.info.converged and fit.info.iterations < 200
+    X = torch.cat([x for x, _ in seen])
+    y = torch.cat([t for _, t in seen])
+    assert X.shape == (n, d)
+    F = torch.cat([(2 * (X @ W.T)[:, :, None] * X[:, None, :]).reshape(n, -1),
+                   torch.ones(n, 1, dtype=torch.float64)], dim=1)
+    coef = torch.linalg.lstsq(F, y, driver="gelsd").solution
+    Xt = torch.randn(200, d, generator=g, dtype=torch.float64)
+    Ft = torch.cat([(2 * (Xt @ W.T)[:, :, None] * Xt[:, None, :]).reshape(200, -1),
+                    torch.ones(200, 1, dtype=torch.float64)], dim=1)
+    ours = fit.c + ((Xt @ fit.M) * Xt).sum(1)
+    ref = Ft @ coef
+    assert float((ours - ref).abs().max() / ref.abs().max()) < 1e-8
+    assert math.isclose(fit.train_mse, float(((F @ coef - y) ** 2).mean()), rel_tol=1e-8)
+    WU = W.T @ fit.U
+    torch.testing.assert_close(WU + WU.T, fit.M, rtol=1e-9, atol=1e-9)
+
+
+def test_nt_least_squares_float32_and_bad_input() -> None:
+    from lazylab.solve import nt_least_squares
+
+    d = 10
+    W = torch.randn(5, d, generator=torch.Generator().manual_seed(91)) / math.sqrt(d)
+
+    def sampler(m: int, gen: torch.Generator):
+        X = torch.randn(m, d, generator=gen)
+        return X, X[:, 0] ** 2 + X[:, 1] * X[:, 2]
+
+    a = nt_least_squares(W, sampler, 5000, seed=3, chunk=1024, tol=1e-5)
+    b = nt_least_squares(W, sampler, 5000, seed=3, chunk=1024, tol=1e-5, cache_bytes=0)
+    assert a.info.converged and a.info.iterations <= 40   # centred, whitened: well conditioned
+    assert torch.equal(a.M, b.M)                          # redrawn chunks are the same samples
+    with pytest.raises(ValueError, match="n must"):
+        nt_least_squares(W, sampler, 1, seed=0)
+    with pytest.raises(ValueError, match="chunk"):
+        nt_least_squares(W, sampler, 100, seed=0, chunk=0)

@@ -9,8 +9,9 @@ from lazylab.solve.cg import CGInfo, kernel_ridge_cg
 from lazylab.solve.direct import kernel_ridge, lstsq
 from lazylab.solve.kernel_solver import BlockedKernel, KernelRegression, kernel_regression
 from lazylab.solve.normal_equations import NormalEquations
+from lazylab.solve.nt_least_squares import NTLeastSquares, nt_least_squares
 from lazylab.solve.spectral import GramSolver, Spectrum, eigendecompose, span_complement
 
 __all__ = ["lstsq", "kernel_ridge", "kernel_ridge_cg", "CGInfo", "NormalEquations", "GramSolver",
            "Spectrum", "eigendecompose", "span_complement", "kernel_regression",
-           "KernelRegression", "BlockedKernel"]
+           "KernelRegression", "BlockedKernel", "nt_least_squares", "NTLeastSquares"]
