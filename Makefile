@@ -12,7 +12,8 @@ $(STAMP): pyproject.toml
 	# The CPU wheel of torch 2.13.0 is on disk; install it first so the range
 	# in pyproject.toml is already satisfied and no CUDA build is pulled in.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test]'
+	# Ray (the distributed backend, an optional extra) too: its tests start a local cluster.
+	$(BIN)/pip install -q -e '.[test,ray]'
 	touch $(STAMP)
 
 demo: $(STAMP)
