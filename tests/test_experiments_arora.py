@@ -1,5 +1,6 @@
 """The four Arora et al. (2019) experiments at reduced sizes: grid, rows, claims, figures, the
-paper's GD update, and bad input."""
+paper's GD update, bad input refused before anything is computed, and falsification: tilting
+the stored results away from the prediction makes each claim fail."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from matplotlib.figure import Figure
 from pydantic import ValidationError
 
 import lazylab.experiments.arora  # noqa: F401  (registers the experiments)
-from lazylab.data import DatasetNotFound
+from lazylab.errors import DataNotFound, InputError
 from lazylab.experiments import REGISTRY
 from lazylab.experiments.arora import common as C
 from lazylab.experiments.base import Results
@@ -21,91 +22,102 @@ from lazylab.seeding import derive_seed
 
 CPU = torch.device("cpu")
 FASHION = Path("/usr/share/datasets/fashion-mnist")
+ARORA = ("arora-convergence", "arora-spectrum", "arora-complexity", "arora-learnability")
 
 
 def run(exp_id: str, overrides: dict, seeds: int = 1, scale: str = "quick"):
-    """Every unit x seed, then the theory rows: the results table the runner would build."""
+    """validate, prepare once, every unit x seed, then the theory rows: what the runner does."""
     exp = REGISTRY[exp_id]
     p = exp.resolve(scale, overrides)
+    exp.validate(p)
+    prep = exp.prepare(p, CPU)
     rows = []
     for key in exp.units(p):
         for s in range(seeds):
-            for r in exp.run_unit(p, key, derive_seed(exp.id, key, s), CPU):
+            for r in exp.run_unit(p, key, derive_seed(exp.id, key, s), CPU, prep=prep):
                 rows.append({**r, "seed": s})
-    rows += [{**r, "seed": None} for r in exp.theory(p)]
+    rows += [{**r, "seed": None} for r in exp.theory(p, prep=prep)]
     res = Results(rows)
-    claims = {c.id: c for c in exp.claims(p, res)}
-    assert set(claims) == set(exp.claim_statements)
+    claims = verdicts(exp_id, p, res)
     assert isinstance(exp.plot(p, res), Figure)
     return p, res, claims
 
 
+def verdicts(exp_id: str, p, res: Results) -> dict:
+    exp = REGISTRY[exp_id]
+    claims = {c.id: c for c in exp.claims(p, res)}
+    assert set(claims) == set(exp.claim_statements)
+    for c in claims.values():
+        assert c.status in ("held", "failed", "not_applicable")
+        if c.status != "not_applicable":
+            assert c.error_model and math.isfinite(c.tolerance)
+    return claims
+
+
+def tilt(res: Results, factor, **where) -> Results:
+    """A copy of the results with ``value`` multiplied by factor(row) on the matching rows."""
+    out = []
+    for r in res.rows:
+        if all(r.get(k) == v for k, v in where.items()):
+            r = {**r, "value": r["value"] * (factor(r) if callable(factor) else factor)}
+        out.append(r)
+    return Results(out)
+
+
+def replace(res: Results, value, **where) -> Results:
+    """A copy of the results with ``value`` set to value(row) on the matching rows."""
+    return Results([{**r, "value": value(r)} if all(r.get(k) == v for k, v in where.items())
+                    else r for r in res.rows])
+
+
 def test_registered_with_paper_scale():
-    for exp_id in ("arora-convergence", "arora-spectrum", "arora-complexity",
-                   "arora-learnability"):
+    for exp_id in ARORA:
         exp = REGISTRY[exp_id]
+        assert exp.robustness_axes and all(len(v) == 3 for v in exp.robustness_axes.values())
         p = exp.resolve("paper")
         assert (p.dataset, p.n_train) == ("fashion-mnist", 10000)
         if hasattr(p, "width"):
             assert (p.width, p.kappa, p.lr, p.init) == (10000, 0.01, 1e-3, "gaussian")
 
 
-def test_convergence_small():
-    p, res, claims = run("arora-convergence", {"n_train": 48, "width": 600, "steps": 60,
-                                               "log_points": 6})
-    methods = set(res.methods(metric="train_loss"))
-    assert methods == {"true labels", "random labels", "worst-case labels"}
-    for m in methods:
-        x, loss, _, _ = res.series(m, "train_loss")
-        _, pred, _, _ = res.series(m, "predicted_loss")
+# ---------------------------------------------------------------------------- convergence
+@pytest.fixture(scope="module")
+def convergence():
+    return run("arora-convergence", {"n_train": 48, "width": 600, "steps": 60, "log_points": 6,
+                                     "mc_draws": 4})
+
+
+def test_convergence_rows_and_paper_init(convergence):
+    p, res, claims = convergence
+    assert {(k["init"], k["kappa"]) for k in REGISTRY["arora-convergence"].units(p)} == {
+        ("symmetric", 1.0), ("gaussian", 0.01)}
+    for m in ("true labels", "random labels", "worst-case labels"):
+        x, loss, _, _ = res.series(m, "train_loss", init="symmetric", kappa=1.0)
+        _, pred, _, _ = res.series(m, "predicted_loss", kind="theory")
         # symmetric init: u(0) = 0, so Phi(0) = ||y||^2 / 2 = n/2 = the prediction at k = 0
         assert x[0] == 0 and math.isclose(loss[0], 24.0, rel_tol=1e-5)
         assert math.isclose(pred[0], 24.0, rel_tol=1e-12)
+        x, loss, _, _ = res.series(m, "train_loss", init="gaussian", kappa=0.01)
+        assert len(x) == 7 and abs(loss[0] - 24.0) < 0.5  # kappa = 0.01: u(0) ~ 0
+        _, pc, _, _ = res.series(m, "pattern_change", init="gaussian", kappa=0.01)
+        assert pc[0] == 0 and pc[-1] > 0
+        _, sd, _, _ = res.series(m, "width_log_sd", kind="theory")
+        assert sd[0] < 1e-12 and (sd[1:] > 0).all()  # no spread before the first step
     assert claims["ordering"].held
-    assert claims["theorem-4.1"].held
 
 
-def test_spectrum_small():
-    p, res, claims = run("arora-spectrum", {"n_train": 80}, seeds=2)
-    x, lam, _, _ = res.series("H-infinity", "eigenvalue")
-    assert len(x) == 80 and bool((lam[:-1] >= lam[1:]).all())
-    assert math.isclose(lam.sum(), 40.0, rel_tol=1e-10)  # tr H_inf = n/2
-    _, share, _, _ = res.series("true labels", "cumulative_share")
-    assert math.isclose(share[-1], 1.0, rel_tol=1e-12)
-    assert claims["alignment"].held and claims["decay"].held
-
-
-def test_complexity_small():
-    p, res, claims = run("arora-complexity", {"n_train": 96, "n_test": 60, "width": 300,
-                                              "steps": 60, "fractions": [0, 0.5, 1]})
-    _, cm, _, _ = res.series("complexity measure", "complexity")
-    assert len(cm) == 3 and cm[0] < cm[1] < cm[2]
-    # fully random labels: C^2 = 2 y^T H^-1 y / n, whose mean 2 tr(H^-1)/n is >= 4
-    assert cm[2] > 1.5
-    _, changed, _, _ = res.series("training", "labels_changed")
-    assert changed[0] == 0 and 0.3 < changed[2] < 0.7  # ~ half of the redrawn labels change
-    _, bound, _, _ = res.series("Theorem 5.1 bound", "bound")
-    assert bool((bound > cm).all())
-    assert claims["measure-rises"].held and claims["l1-above-error"].held
-
-
-def test_learnability_small():
-    p, res, claims = run("arora-learnability", {"n_train": 48, "n_points": 3, "width": 300,
-                                                "steps": 100})
-    ns, rnd, _, _ = res.series("random labels", "rkhs_norm")
-    assert list(ns) == [12, 24, 48]
-    assert claims["theorem-6.1"].held and claims["random-grows"].held
-    d = res.value("p = 1", "distance", 48)
-    assert d > 0 and math.isclose(d, res.value("p = 1", "predicted_distance", 48), rel_tol=0.2)
-
-
-def test_learnability_on_the_sphere_without_training():
-    p, res, claims = run("arora-learnability", {"dataset": "sphere", "d": 5, "n_train": 200,
-                                                "n_points": 3, "train_targets": False})
-    assert claims["theorem-6.1"].held and claims["random-grows"].held
-    assert not claims["lemma-5.3"].held  # nothing was trained, so nothing is claimed to hold
-    _, p3, _, _ = res.series("p = 3 (not covered)", "rkhs_norm")
-    assert p3[-1] > p3[0]  # odd p >= 3 is outside the RKHS: grows with n (spec C7)
+def test_convergence_claims_fail_when_tilted(convergence):
+    p, res, claims = convergence
+    slow_true = tilt(res, 1e3, method="true labels", metric="train_loss")
+    assert verdicts("arora-convergence", p, slow_true)["ordering"].failed
+    for cid, method in (("theorem-4.1-true", "true labels"),
+                        ("theorem-4.1-random", "random labels")):
+        c = claims[cid]
+        # Phi scaled by exp(|m - e| + 2 tol) at k >= 1 moves every point beyond its tolerance
+        shift = math.exp(abs(c.measured - c.expected) + 2 * c.tolerance)
+        off = tilt(res, lambda r, f=shift: f if r["x"] > 0 else 1.0, method=method,
+                   metric="train_loss", init="symmetric")
+        assert verdicts("arora-convergence", p, off)[cid].failed
 
 
 def test_training_is_the_papers_gd_update():
@@ -119,7 +131,6 @@ def test_training_is_the_papers_gd_update():
     y = torch.randn(12, generator=g, dtype=torch.float64)
     run_ = C.train(X, y, p, 0.3, seed=11, device=CPU)
     net = run_.net
-    # rebuild W(0) from the same seed
     ref = TwoLayerNet(5, 40, weight_std=0.5, generator=C.sub_generator(11, "init", CPU),
                       dtype=torch.float64)
     W, a = ref.W.detach(), ref.a
@@ -131,25 +142,129 @@ def test_training_is_the_papers_gd_update():
     assert math.isclose(run_.loss[0], 0.5 * float((y - u).square().sum()), rel_tol=1e-12)
 
 
-def test_bad_input():
+# ---------------------------------------------------------------------------- spectrum
+def test_spectrum_small_and_falsified():
+    p, res, claims = run("arora-spectrum", {"n_train": 80}, seeds=2)
+    x, lam, _, _ = res.series("H-infinity", "eigenvalue", kind="theory")
+    assert len(x) == 80 and bool((lam[:-1] >= lam[1:]).all())
+    assert math.isclose(lam.sum(), 40.0, rel_tol=1e-10)  # tr H_inf = n/2
+    _, share, _, _ = res.series("true labels", "cumulative_share")
+    assert math.isclose(share[-1], 1.0, rel_tol=1e-12)
+    assert claims["alignment"].held and claims["decay"].held
+    k = claims["alignment"].details["top k"]
+    ratio = claims["alignment"].measured
+    flat = tilt(res, 1 / ratio, method="true labels", metric="top_share")
+    assert verdicts("arora-spectrum", p, flat)["alignment"].failed
+    flat = tilt(res, 1 / claims["decay"].measured, method="H-infinity", metric="trace_share")
+    assert verdicts("arora-spectrum", p, flat)["decay"].failed
+    assert k == 4
+
+
+# ---------------------------------------------------------------------------- complexity
+@pytest.fixture(scope="module")
+def complexity():
+    return run("arora-complexity", {"n_train": 64, "n_test": 60, "width": 400, "steps": 800,
+                                    "fractions": [0, 0.5, 1], "mc_draws": 4})
+
+
+def test_complexity_rows(complexity):
+    p, res, claims = complexity
+    _, cm, _, _ = res.series("complexity measure", "complexity", kind="theory")
+    assert len(cm) == 3 and cm[0] < cm[1] < cm[2]
+    _, changed, _, _ = res.series("training", "labels_changed", kind="theory")
+    assert changed[0] == 0 and 0.3 < changed[2] < 0.7  # ~ half of the redrawn labels change
+    _, bound, _, _ = res.series("Theorem 5.1 bound", "bound", kind="theory")
+    assert bool((bound > cm).all())
+    assert claims["measure-rises"].held and claims["l1-above-error"].held
+    assert claims["l1-above-error"].is_consistency
+    assert claims["converged"].held  # GD reached Phi <= 1/2 at every fraction
+    _, loss, _, _ = res.series("training", "train_loss")
+    assert (loss <= 0.5).all()
+
+
+def test_complexity_claims_fail_when_tilted(complexity):
+    p, res, claims = complexity
+    rev = tilt(res, lambda r: 1 / (1 + 10 * r["x"]), method="complexity measure")
+    assert verdicts("arora-complexity", p, rev)["measure-rises"].failed
+    rev = replace(res, lambda r: 1.0 - r["x"], method="classification error")
+    assert verdicts("arora-complexity", p, rev)["ranks-like-error"].failed
+    stuck = tilt(res, 4.0, method="training", metric="train_loss")
+    assert verdicts("arora-complexity", p, stuck)["converged"].failed
+    far = tilt(res, 1.5, metric="distance")
+    assert verdicts("arora-complexity", p, far)["lemma-5.3"].failed
+    neg = tilt(res, 0.0, metric="test_l1")
+    assert verdicts("arora-complexity", p, neg)["l1-above-error"].failed
+
+
+# ---------------------------------------------------------------------------- learnability
+def test_learnability_small_and_falsified():
+    p, res, claims = run("arora-learnability", {"n_train": 48, "n_points": 3, "width": 300,
+                                                "steps": 100, "mc_draws": 4}, seeds=2)
+    ns, rnd, _, _ = res.series("random labels", "rkhs_norm")
+    assert list(ns) == [12, 24, 48]
+    assert claims["theorem-6.1"].held and claims["theorem-6.1"].is_consistency
+    assert claims["random-slope"].status in ("held", "failed")
+    assert claims["lemma-5.3"].status in ("held", "failed")
+    slope = claims["random-slope"]
+    steep = tilt(res, lambda r: (r["x"] / 12) ** (2 * slope.tolerance + 0.1),
+                 method="random labels", metric="rkhs_norm")
+    assert verdicts("arora-learnability", p, steep)["random-slope"].failed
+    far = tilt(res, 2.0, metric="distance")
+    assert verdicts("arora-learnability", p, far)["lemma-5.3"].failed
+    big = tilt(res, 2.0, method="p = 1", metric="rkhs_norm")
+    assert verdicts("arora-learnability", p, big)["theorem-6.1"].failed
+
+
+def test_learnability_on_the_sphere_without_training():
+    p, res, claims = run("arora-learnability", {"dataset": "sphere", "d": 5, "n_train": 200,
+                                                "n_points": 3, "train_targets": False})
+    assert claims["theorem-6.1"].held
+    assert claims["lemma-5.3"].status == "not_applicable"  # nothing was trained
+    _, p3, _, _ = res.series("p = 3 (not covered)", "rkhs_norm", kind="theory")
+    assert p3[-1] > p3[0]  # odd p >= 3 is outside the RKHS: grows with n (spec C7)
+
+
+# ---------------------------------------------------------------------------- bad input
+def test_bad_parameters_are_refused_before_anything_is_computed(monkeypatch):
     exp = REGISTRY["arora-convergence"]
     with pytest.raises(ValidationError):
         exp.resolve("quick", {"classes": [3, 3]})
     with pytest.raises(ValidationError):
         exp.resolve("quick", {"init": "symmetric", "width": 7})
     with pytest.raises(ValidationError):
-        exp.resolve("quick", {"classes": [0, 11]})
-    with pytest.raises(ValidationError):
         REGISTRY["arora-learnability"].resolve("quick", {"powers": [1, 3]})
-    p = exp.resolve("quick", {"n_train": 40, "lr": 10.0, "width": 20, "steps": 2})
-    with pytest.raises(ValueError, match="lr=10 is too large"):
-        exp.run_unit(p, {"labels": "true"}, 0, CPU)
-    p = exp.resolve("quick", {"dataset": "mnist", "data_root": "/nonexistent/lazylab-data"})
-    with pytest.raises(DatasetNotFound, match="data_root"):
-        exp.run_unit(p, {"labels": "true"}, 0, CPU)
+    with pytest.raises(ValidationError):
+        REGISTRY["arora-complexity"].resolve("quick", {"fractions": [0, 0, 1]})
+
+    def no_gram(*a, **k):
+        raise AssertionError("H_inf must not be computed to refuse lr=10")
+
+    monkeypatch.setattr(C, "h_infinity", no_gram)
+    with pytest.raises(InputError, match="--set lr: lr=10 is too large"):
+        exp.validate(exp.resolve("quick", {"lr": 10.0}))
+    with pytest.raises(InputError, match="--set n_train"):
+        exp.validate(exp.resolve("quick", {"n_train": 1000}))
+    with pytest.raises(InputError, match="--set n_test"):
+        REGISTRY["arora-spectrum"].validate(REGISTRY["arora-spectrum"].resolve(
+            "quick", {"n_test": 5000}))
+    with pytest.raises(DataNotFound, match="data_root"):
+        exp.validate(exp.resolve("quick", {"dataset": "mnist",
+                                           "data_root": "/nonexistent/lazylab-data"}))
+    exp.validate(exp.resolve("quick", {"lr": 0.01}))  # 0.01 * lambda_max(K)/2 < 2: accepted
+
+
+def test_lr_between_the_bounds_uses_the_exact_lambda_max():
+    exp = REGISTRY["arora-convergence"]
+    p = exp.resolve("quick", {"n_train": 64})
+    prob = C.load_problem(p, CPU)
+    lam = prob.spectrum.lambda_max
+    exp.validate(exp.resolve("quick", {"n_train": 64, "lr": 1.9 / lam}))
+    with pytest.raises(InputError, match="--set lr"):
+        exp.validate(exp.resolve("quick", {"n_train": 64, "lr": 2.05 / lam}))
 
 
 @pytest.mark.skipif(not FASHION.is_dir(), reason="dataset-fashion-mnist is not installed")
 def test_fashion_mnist_spectrum():
     p, res, claims = run("arora-spectrum", {"dataset": "fashion-mnist", "n_train": 120})
     assert claims["alignment"].held
+    assert "stand-in" in C.dataset_title(p)

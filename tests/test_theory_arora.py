@@ -22,10 +22,12 @@ from lazylab.theory.arora import (
     lemma_c3_bound,
     predicted_distance,
     predicted_residual_norm,
+    random_label_moments,
     theorem51_bound,
     theorem61_bound,
     worst_case_labels,
 )
+from lazylab.theory.arora_width import init_gram, width_spread
 
 F64 = torch.float64
 
@@ -256,3 +258,52 @@ def test_worst_case_labels_and_alignment(X):
     top = alignment_share(proj=spec.project(spec.eigenvectors[:, 0]))
     assert math.isclose(float(top[0]), 1.0, rel_tol=1e-12)
     assert bool((share[1:] >= share[:-1]).all())
+
+
+# ---------------------------------------------------------------------------- finite width
+def test_init_gram_is_unbiased_and_exact_for_one_neuron():
+    Xs = _sphere(15, 4, 5)
+    g = torch.Generator().manual_seed(6)
+    # one neuron: H(0)_ij = x_i.x_j 1{w.x_i >= 0} 1{w.x_j >= 0}, rebuilt from the same w
+    H1 = init_gram(Xs, 1, generator=torch.Generator().manual_seed(7))
+    w = torch.randn(1, 4, generator=torch.Generator().manual_seed(7), dtype=F64)
+    a = (Xs @ w.T >= 0).to(F64)
+    assert torch.allclose(H1, (Xs @ Xs.T) * (a @ a.T), atol=1e-15)
+    # M neurons: each entry a mean of M terms x_i.x_j Bernoulli(q_ij), within 5 SE of H_inf
+    M = 40_000
+    H0 = init_gram(Xs, M, generator=g, block=7000)
+    G = Xs @ Xs.T
+    q = (math.pi - torch.arccos(G.clamp(-1, 1))) / (2 * math.pi)
+    se = G.abs() * (q * (1 - q) / M).sqrt()
+    assert bool(((H0 - h_infinity(Xs)).abs() <= 5 * se + 1e-12).all())
+
+
+def test_width_spread_shrinks_like_inverse_sqrt_width():
+    Xs = _sphere(40, 6, 8)
+    spec = eigendecompose(h_infinity(Xs))
+    y = torch.sign(Xs[:, 0])
+    out = {m: width_spread(Xs, spec, {"y": y}, eta=1 / spec.lambda_max, steps=[0, 5, 20],
+                           independent=m, draws=24, generator=torch.Generator().manual_seed(m))
+           for m in (500, 8000)}
+    for sp in out.values():
+        assert sp["y"].log_loss_sd[0] < 1e-12 and sp["y"].dist_ratio_mean[0] == 1.0
+    # the spread is O(m^-1/2): 16x the width -> 4x smaller; with 24 draws the sample sd has a
+    # relative error ~ 1/sqrt(2 * 23) = 0.15 each, so the ratio lies in 4 (1 +- 0.45)
+    ratio = out[500]["y"].log_loss_sd[2] / out[8000]["y"].log_loss_sd[2]
+    assert 2.2 < ratio < 5.8
+    with pytest.raises(ValueError, match="draws"):
+        width_spread(Xs, spec, {"y": y}, eta=0.1, steps=[1], independent=10, draws=1,
+                     generator=torch.Generator())
+
+
+def test_random_label_moments_match_monte_carlo():
+    Xs = _sphere(30, 5, 9)
+    s = GramSolver(h_infinity(Xs))
+    mean, sd = random_label_moments(s.L)
+    assert math.isclose(mean, s.trace_inverse(), rel_tol=1e-10)
+    Y = torch.randint(0, 2, (20_000, 30), generator=torch.Generator().manual_seed(1)) * 2 - 1
+    Z = torch.linalg.solve_triangular(s.L, Y.T.to(F64), upper=False)
+    q = Z.square().sum(0)
+    # sample mean within 5 SE, sample sd within 5 of its own SEs (kurtosis-free bound 2 sd^2/N)
+    assert abs(float(q.mean()) - mean) <= 5 * sd / math.sqrt(20_000)
+    assert abs(float(q.std()) - sd) <= 5 * sd * math.sqrt(2 / 20_000) + 0.05 * sd

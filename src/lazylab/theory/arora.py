@@ -60,6 +60,7 @@ __all__ = [
     "lemma_c3_bound",
     "predicted_distance",
     "predicted_residual_norm",
+    "random_label_moments",
     "theorem51_bound",
     "theorem61_bound",
     "worst_case_labels",
@@ -326,3 +327,20 @@ def default_learning_rate(spectrum: Spectrum) -> float:
     decays monotonically (0 < eta lambda_i <= 1); GD diverges beyond 2 / lambda_max (spec
     Sec. 8, item 2)."""
     return 1.0 / spectrum.lambda_max
+
+
+def random_label_moments(L: torch.Tensor) -> tuple[float, float]:
+    """Mean and standard deviation of q = y^T H^-1 y for i.i.d. uniform +-1 labels y, given the
+    Cholesky factor L of H (H = L L^T):
+
+        E q = tr(H^-1),   Var q = 2 sum_{i != j} (H^-1)_ij^2 = 2 (||H^-1||_F^2 - sum_i (H^-1)_ii^2),
+
+    (E y_i y_j y_k y_l is 1 on paired indices only; spec C5: E q >= n^2 / tr(H) = 2n).
+    """
+    n = L.shape[0]
+    eye = torch.eye(n, dtype=torch.float64, device=L.device)
+    Linv = torch.linalg.solve_triangular(L.to(torch.float64), eye, upper=False)
+    A = Linv.T @ Linv
+    mean = float(A.diagonal().sum())
+    var = 2.0 * float(A.square().sum() - A.diagonal().square().sum())
+    return mean, math.sqrt(max(var, 0.0))

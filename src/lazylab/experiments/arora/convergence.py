@@ -1,75 +1,106 @@
 """Fig. 1(a)/(c) of Arora et al. (2019): training loss vs GD step for true, random and
 worst-case labels, with the Theorem 4.1 prediction overlaid.
 
-Each unit trains the paper's network (Sec. 3.1) on one label vector of the same inputs:
+Each unit trains the paper's network (Sec. 3.1) on one label vector of the same inputs, with
+one initialization:
 
 * ``true labels``: the data set's +-1 labels;
-* ``random labels``: i.i.d. uniform +-1 (spec Sec. 8, item 5);
+* ``random labels``: i.i.d. uniform +-1 (spec Sec. 8, item 5), drawn from ``data_seed``;
 * ``worst-case labels``: sqrt(n) v_n, the eigenvector of lambda_min(H_inf) scaled to the norm
-  of +-1 labels so every curve starts at Phi(0) = n/2 (item 4).
+  of +-1 labels so every curve starts at Phi(0) = n/2 (item 4);
+* init (facets ``init``, ``kappa``): the run's ``init``/``kappa`` (quick: symmetric, kappa = 1,
+  the lazy regime Theorem 4.1 describes) and, with ``paper_init``, also the paper's Gaussian
+  kappa = 0.01 at the same sizes, whose activation patterns move far more.
 
-Result rows (x_name "step", method = the legend name): ``train_loss`` Phi(W(k)) =
-(1/2)||y - u(k)||^2 at log-spaced steps, ``predicted_loss`` (1/2)||(I - eta H_inf)^k y||^2
-(Theorem 4.1, Eq. (8), on a denser grid), ``distance`` ||W(k) - W(0)||_F with
-``predicted_distance`` D(k) (Lemma 5.3's main term), ``pattern_change`` (share of activation
-patterns 1{w_r.x_i >= 0} that changed: how far from the lazy regime the run is), and at x = 0
-``lr``, ``lambda_min``, ``lambda_max`` and ``rkhs_norm`` sqrt(y^T H_inf^-1 y).
+Simulation rows (x_name "step", method = the legend name, facets init and kappa):
+``train_loss`` Phi(W(k)) = (1/2)||y - u(k)||^2 at log-spaced steps, ``distance``
+||W(k) - W(0)||_F and ``pattern_change`` (share of activation patterns 1{w_r.x_i >= 0} that
+changed). Theory rows (computed once per run from H_inf in ``prepare``): ``predicted_loss``
+(1/2)||(I - eta H_inf)^k y||^2 (Theorem 4.1, Eq. (8)) and ``predicted_distance`` D(k) on a
+dense grid; at x = 0 ``lr``, ``lambda_min``, ``lambda_max``, ``rkhs_norm`` sqrt(y^T H^-1 y);
+and the finite-width error model ``width_log_bias`` / ``width_log_sd`` (facet init) at the
+logged steps (:func:`lazylab.theory.arora_width.width_spread`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
+from matplotlib.figure import Figure
+from pydantic import Field
 
 from lazylab.data import random_labels
 from lazylab.experiments import register
 from lazylab.experiments.arora import common as C
 from lazylab.experiments.base import Claim, Experiment, Results, row
-from lazylab.experiments.style import finish, new_figure
-from lazylab.theory.arora import (
-    predicted_distance,
-    predicted_residual_norm,
-    worst_case_labels,
-)
+from lazylab.experiments.toolkit import match_claim, sub_generator
+from lazylab.theory.arora import predicted_distance, predicted_residual_norm, worst_case_labels
+from lazylab.theory.arora_width import WidthSpread, combined_se, width_spread
 from lazylab.train import log_spaced_steps
 
-__all__ = ["Convergence", "ConvergenceParams", "labels_for"]
+__all__ = ["Convergence", "ConvergenceParams", "ConvergencePrep", "inits", "labels_for"]
 
-#: Theorem 4.1's eps, in units of ||y||, that the trained net may deviate from the prediction.
-#: The theorem's explicit error O(sqrt(n) kappa/delta + n^3.5/(sqrt(m) lambda_0^2 kappa delta^2))
-#: is vacuous at any affordable size, so the tolerances are set from what the finite width
-#: does to each label type. True labels put > 95% of ||y||^2 on eigenvalues far above the
-#: finite-width perturbation ||H(k) - H_inf||_2 (~0.4-1 at m = 2000-8000, n = 200; Lemma C.3
-#: gives O(n sqrt(log n / m)) in Frobenius norm), so their modes are fitted as predicted: the
-#: measured deviation is <= 0.01 ||y|| at m >= 2000 on digits and Fashion-MNIST, and 0.05 leaves
-#: a factor 5. Random labels spread ||y||^2 uniformly over the eigenvectors (E (v_i.y)^2 = 1),
-#: so most of it sits on eigenvalues comparable to that perturbation, whose eigenvectors the
-#: finite-width kernel H(k) does not share (Davis-Kahan): their late residual decays more slowly
-#: than predicted. Measured: 0.13 ||y|| at m = 2000 and 0.08 at m = 8000 after 300 steps
-#: (n = 200), shrinking like m^-1/3; 0.2 covers the quick width (m = 4000) with margin and
-#: still rejects a prediction that is off by a factor 2 in loss mid-run. Worst-case labels
-#: live entirely on lambda_min, below the perturbation, so only their ordering is claimed
-#: (spec C3: they converge several times more slowly than predicted at any affordable m).
-TRACK_TOL = {"true labels": 0.05, "random labels": 0.2}
+#: Allowance in log Phi for what the finite-width model does not cover and is not seed noise:
+#: float32 GD (relative rounding ~1e-7 per operation, < 1e-3 in Phi over 10^4 steps) and the
+#: ReLU kink crossed by a vanishing share of (i, r) pairs within one step. Stated, not fitted.
+FLOAT_BIAS = 0.01
+#: Steps with a predicted loss below this share of Phi(0) are not compared: float32 cannot
+#: resolve the residual there (||y - u|| ~ 1e-3 ||y|| is 1e4 float32 ulps of u).
+MIN_SHARE = 1e-6
 
 
 class ConvergenceParams(C.NetParams):
-    """Fig. 1(a)(c); quick defaults: digits 0/1, n = 256, m = 4000, symmetric init, kappa = 1."""
+    """Fig. 1(a)(c); quick defaults: digits 0/1, n = 256, m = 2000, symmetric init, kappa = 1,
+    plus the paper's init (Gaussian, kappa = 0.01) at the same sizes."""
+
+    width: int = Field(2000, ge=2, le=1_000_000, description="hidden units m (paper: 10^4)")
+
+    paper_init: bool = Field(True, description="also run the paper's init (Gaussian, kappa = "
+                             "0.01) at the same sizes (a no-op when init/kappa already are)")
 
 
-def labels_for(kind: str, prob: C.Problem, seed: int, device: torch.device) -> torch.Tensor:
-    """The label vector of Fig. 1: "true", "random" or "worst-case" (float64)."""
+def inits(p: ConvergenceParams) -> list[tuple[str, float]]:
+    """(init, kappa) pairs run: the parameters' own, then the paper's if asked and different."""
+    out = [(p.init, float(p.kappa))]
+    if p.paper_init and out[0] != C.PAPER_INIT:
+        out.append(C.PAPER_INIT)
+    return out
+
+
+def init_label(init: str, kappa: float) -> str:
+    name = "Gaussian" if init == "gaussian" else "symmetric (u(0) = 0)"
+    paper = " = the paper's" if (init, kappa) == C.PAPER_INIT else ""
+    return f"{name} init, kappa = {kappa:g}{paper}"
+
+
+def labels_for(kind: str, prob: C.Problem, data_seed: int, device: torch.device | str
+               ) -> torch.Tensor:
+    """The label vector of Fig. 1: "true", "random" or "worst-case" (float64); random labels
+    come from ``data_seed`` (stream "random-labels"), so they are part of the problem."""
     if kind == "true":
         return prob.y
     if kind == "random":
-        return random_labels(prob.n, generator=C.sub_generator(seed, "labels", device),
+        return random_labels(prob.n, generator=sub_generator(data_seed, "random-labels", device),
                              device=device, dtype=torch.float64)
     if kind == "worst-case":
         return worst_case_labels(prob.spectrum)
     raise ValueError(f"labels must be one of {', '.join(C.LABEL_METHODS)}; got {kind!r}")
+
+
+@dataclass
+class ConvergencePrep:
+    """What every unit shares: the problem, eta, the three label vectors, the logged steps and
+    the finite-width spread of the main init's predictions."""
+
+    problem: C.Problem
+    eta: float
+    labels: dict[str, torch.Tensor]
+    steps: list[int]
+    spread: dict[str, WidthSpread]
 
 
 @register
@@ -84,120 +115,214 @@ class Convergence(Experiment):
         "quick": {},
         "paper": {"dataset": "fashion-mnist", "n_train": 10000, "n_test": 2000, "width": 10000,
                   "kappa": 0.01, "init": "gaussian", "lr": 1e-3, "steps": 20000,
-                  "log_points": 40},
+                  "log_points": 40, "mc_draws": 4},
     }
     default_seeds = {"quick": 1, "paper": 1}
-    # paper: ~12 ms per GD step on one H100 (two 10^4 x 784 x 10^4 products in float32 and a
-    # few passes over the 10^4 x 10^4 activations), 3 x 20000 steps, plus the float64 eigh.
-    est_seconds = {"quick": 30.0, "paper": 900.0}
+    # quick: 3 x 5 s (symmetric, m = 4000) + 3 x 3 s (Gaussian) + 2 s of H(0) draws, measured
+    # on the 2-core machine under load. paper: ~12 ms per GD step on one H100, 3 x 20000 steps,
+    # plus the float64 eigh of H_inf and of 4 H(0) draws.
+    est_seconds = {"quick": 30.0, "paper": 1200.0}
+    robustness_axes = {"n_train": [128, 192, 256], "width": [1000, 2000, 3000],
+                       "data_seed": [0, 1, 2]}
     claim_statements = {
         "ordering": "true labels converge faster than random labels, and worst-case labels "
-                    "slowest: Phi_true(k) < Phi_random(k) < Phi_worst(k) at every logged k >= 1",
-        "theorem-4.1": "the trained network's ||y - u(k)|| stays within eps ||y|| of the "
-                       "Theorem 4.1 prediction ||(I - eta H_inf)^k y|| for true labels "
-                       f"(eps = {TRACK_TOL['true labels']}) and random labels "
-                       f"(eps = {TRACK_TOL['random labels']})",
+                    "slowest: Phi_true(k) < Phi_random(k) < Phi_worst(k) at every logged k >= 1, "
+                    "for every initialization run",
+        "theorem-4.1-true": "true labels: log(Phi(k) / Phi_pred(k)) of the trained net (main "
+                            "init) agrees with the width-m kernel-at-init error model of "
+                            "Theorem 4.1's prediction at every logged k",
+        "theorem-4.1-random": "random labels: log(Phi(k) / Phi_pred(k)) of the trained net "
+                              "(main init) agrees with the width-m kernel-at-init error model "
+                              "of Theorem 4.1's prediction at every logged k",
     }
 
+    # ---- hooks -----------------------------------------------------------------------------
+    def validate(self, p: ConvergenceParams) -> None:
+        C.validate_problem(p)
+
+    def prepare(self, p: ConvergenceParams, device: torch.device) -> ConvergencePrep:
+        prob = C.load_problem(p, device)
+        eta = C.learning_rate(p, prob.spectrum)
+        labels = {k: labels_for(k, prob, p.data_seed, device) for k in C.LABEL_METHODS}
+        steps = log_spaced_steps(p.steps, p.log_points)
+        independent = p.width // 2 if p.init == "symmetric" else p.width
+        spread = width_spread(prob.X, prob.spectrum, labels, eta=eta, steps=steps,
+                              independent=independent, draws=p.mc_draws,
+                              generator=sub_generator(p.data_seed, "finite-width", device))
+        return ConvergencePrep(prob, eta, labels, steps, spread)
+
+    # ---- computation -----------------------------------------------------------------------
     def units(self, p: ConvergenceParams) -> list[dict[str, Any]]:
-        return [{"labels": k} for k in C.LABEL_METHODS]
+        return [{"labels": k, "init": init, "kappa": kappa}
+                for init, kappa in inits(p) for k in C.LABEL_METHODS]
 
     def run_unit(self, p: ConvergenceParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
-        prob = C.load_problem(p, device)
-        spec = prob.spectrum
-        eta = C.learning_rate(p, spec)
-        y = labels_for(key["labels"], prob, seed, device)
-        run = C.train(prob.X, y, p, eta, seed, device)
+                 device: torch.device, prep: ConvergencePrep | None = None
+                 ) -> list[dict[str, Any]]:
+        prep = prep if prep is not None else self.prepare(p, device)
+        y = prep.labels[key["labels"]]
+        run = C.train(prep.problem.X, y, p, prep.eta, seed, device, init=key["init"],
+                      kappa=float(key["kappa"]))
         method = C.LABEL_METHODS[key["labels"]]
-        proj = spec.project(y)
-        dense = sorted(set(log_spaced_steps(run.steps_run, 200)) | set(run.steps))
-        pred = predicted_residual_norm(spec, proj=proj, eta=eta, steps=dense).tolist()
-        dist = predicted_distance(spec, proj=proj, eta=eta, steps=dense).tolist()
-        rows = [row(method, "step", 0, "lr", eta),
-                row(method, "step", 0, "lambda_min", spec.lambda_min),
-                row(method, "step", 0, "lambda_max", spec.lambda_max),
-                row(method, "step", 0, "rkhs_norm", math.sqrt(prob.solver.quad(y)))]
+        facets = {"init": key["init"], "kappa": float(key["kappa"])}
+        rows = []
         for k, loss, d, pc in zip(run.steps, run.loss, run.distance, run.pattern_change,
                                   strict=True):
-            rows += [row(method, "step", k, "train_loss", loss),
-                     row(method, "step", k, "distance", d),
-                     row(method, "step", k, "pattern_change", pc)]
-        for k, r, dk in zip(dense, pred, dist, strict=True):
-            rows += [row(method, "step", k, "predicted_loss", 0.5 * r * r),
-                     row(method, "step", k, "predicted_distance", dk)]
+            rows += [row(method, "step", k, "train_loss", loss, **facets),
+                     row(method, "step", k, "distance", d, **facets),
+                     row(method, "step", k, "pattern_change", pc, **facets)]
+        return rows
+
+    def theory(self, p: ConvergenceParams, prep: ConvergencePrep | None = None
+               ) -> list[dict[str, Any]]:
+        prep = prep if prep is not None else self.prepare(p, "cpu")
+        spec, eta = prep.problem.spectrum, prep.eta
+        dense = sorted(set(log_spaced_steps(p.steps, 200)) | set(prep.steps))
+        rows = []
+        for key, method in C.LABEL_METHODS.items():
+            y = prep.labels[key]
+            proj = spec.project(y)
+            pred = predicted_residual_norm(spec, proj=proj, eta=eta, steps=dense).tolist()
+            dist = predicted_distance(spec, proj=proj, eta=eta, steps=dense).tolist()
+            rows += [row(method, "step", 0, "lr", eta, kind="theory"),
+                     row(method, "step", 0, "lambda_min", spec.lambda_min, kind="theory"),
+                     row(method, "step", 0, "lambda_max", spec.lambda_max, kind="theory"),
+                     row(method, "step", 0, "rkhs_norm", math.sqrt(prep.problem.solver.quad(y)),
+                         kind="theory")]
+            for k, r, dk in zip(dense, pred, dist, strict=True):
+                rows += [row(method, "step", k, "predicted_loss", 0.5 * r * r, kind="theory"),
+                         row(method, "step", k, "predicted_distance", dk, kind="theory")]
+            sp = prep.spread[key]
+            for k, b, s in zip(sp.steps, sp.log_loss_mean, sp.log_loss_sd, strict=True):
+                rows += [row(method, "step", k, "width_log_bias", b, kind="theory",
+                             init=p.init, draws=sp.draws),
+                         row(method, "step", k, "width_log_sd", s, kind="theory",
+                             init=p.init, draws=sp.draws)]
         return rows
 
     # ---- verdicts --------------------------------------------------------------------------
     def claims(self, p: ConvergenceParams, results: Results) -> list[Claim]:
-        return [self._ordering(results), self._tracking(results)]
+        return [self._ordering(p, results),
+                self._tracking(p, results, "true", "theorem-4.1-true"),
+                self._tracking(p, results, "random", "theorem-4.1-random")]
 
-    def _ordering(self, results: Results) -> Claim:
+    def _ordering(self, p: ConvergenceParams, results: Results) -> Claim:
         methods = list(C.LABEL_METHODS.values())
-        curves = {m: dict(zip(*results.series(m, "train_loss")[:2], strict=True))
-                  for m in methods}
-        common = sorted(set.intersection(*(set(c) for c in curves.values())) - {0.0})
-        ok = bool(common) and all(
-            curves[methods[0]][k] < curves[methods[1]][k] < curves[methods[2]][k]
-            for k in common)
-        last = common[-1] if common else math.nan
-        measured = {m: (curves[m][last] / curves[m][0.0] if common else math.nan)
-                    for m in methods}
-        return Claim("ordering", self.claim_statements["ordering"], ok,
-                     {"final Phi/Phi(0)": measured, "step": last,
-                      "logged steps in order": sum(
-                          curves[methods[0]][k] < curves[methods[1]][k] < curves[methods[2]][k]
-                          for k in common), "logged steps": len(common)},
-                     "true < random < worst-case at every logged step", "strict ordering")
+        margins: dict[str, float] = {}
+        worst = math.inf
+        for init, kappa in inits(p):
+            curves = {m: dict(zip(*results.series(m, "train_loss", init=init, kappa=kappa)[:2],
+                                  strict=True)) for m in methods}
+            common = sorted(set.intersection(*(set(c) for c in curves.values())) - {0.0})
+            if not common:
+                worst = -math.inf
+                continue
+            gap = min(min(math.log(curves[methods[1]][k] / curves[methods[0]][k]),
+                          math.log(curves[methods[2]][k] / curves[methods[1]][k]))
+                      for k in common)
+            margins[init_label(init, kappa)] = gap
+            worst = min(worst, gap)
+        return Claim.verdict(
+            "ordering", self.claim_statements["ordering"], math.isfinite(worst) and worst > 0,
+            worst, 0.0, 0.0,
+            error_model="one-sided ordering: the smallest log-gap min_k min(log(Phi_random / "
+                        "Phi_true), log(Phi_worst / Phi_random)) over logged k >= 1 and over "
+                        "the initializations must be > 0 (the spectral prediction separates "
+                        "the curves by orders of magnitude; seed noise is far smaller)",
+            details={"smallest log-gap by init": margins})
 
-    def _tracking(self, results: Results) -> Claim:
-        measured: dict[str, float] = {}
-        for method in (*TRACK_TOL, "worst-case labels"):
-            measured[method] = tracking_error(results, method)
-        ok = all(measured[m] <= tol for m, tol in TRACK_TOL.items())
-        return Claim("theorem-4.1", self.claim_statements["theorem-4.1"], ok,
-                     {"max |(||y-u(k)|| - prediction)| / ||y||": measured},
-                     "0 (Theorem 4.1 with m -> infinity)",
-                     {**TRACK_TOL, "worst-case labels": "not claimed (reported)"})
+    def _tracking(self, p: ConvergenceParams, results: Results, key: str, cid: str) -> Claim:
+        method = C.LABEL_METHODS[key]
+        init, kappa = inits(p)[0]
+        pred = dict(zip(*results.series(method, "predicted_loss", kind="theory")[:2],
+                        strict=True))
+        bias = dict(zip(*results.series(method, "width_log_bias", kind="theory")[:2],
+                        strict=True))
+        sd = dict(zip(*results.series(method, "width_log_sd", kind="theory")[:2], strict=True))
+        draws = results.select(method=method, metric="width_log_sd", kind="theory")
+        n_draws = int(draws[0]["draws"]) if draws else 0
+        xs, measured, expected, ses = [], [], [], []
+        seeds = sorted({r["seed"] for r in results.select(method=method, metric="train_loss",
+                                                          init=init, kappa=kappa)})
+        per_seed = {s: dict((r["x"], r["value"]) for r in results.select(
+            method=method, metric="train_loss", init=init, kappa=kappa, seed=s)) for s in seeds}
+        phi0 = pred.get(0.0, math.nan)
+        for k in sorted(bias):
+            if k == 0 or k not in pred or pred[k] < MIN_SHARE * phi0:
+                continue
+            vals = [math.log(c[k] / pred[k]) for c in per_seed.values() if k in c and c[k] > 0]
+            if not vals:
+                continue
+            xs.append(k)
+            measured.append(float(np.mean(vals)))
+            expected.append(bias[k])
+            ses.append(combined_se(sd[k], len(vals), n_draws))
+        pc = {init_label(i, kp): _last(results, method, "pattern_change", init=i, kappa=kp)
+              for i, kp in inits(p)}
+        paper_dev = {}
+        for i, kp in inits(p)[1:]:
+            x, loss, _, _ = results.series(method, "train_loss", init=i, kappa=kp)
+            if len(x) and x[-1] in pred:
+                paper_dev[init_label(i, kp)] = math.log(loss[-1] / pred[x[-1]])
+        return match_claim(
+            cid, self.claim_statements[cid], measured, expected, ses, bias=FLOAT_BIAS, x=xs,
+            error_model=(
+                f"finite width m = {p.width} ({init_label(init, kappa)}): the lazy net follows "
+                "the linear dynamics of its own kernel H(0) = H_inf + O(m^-1/2) (Lemma C.3); "
+                f"{n_draws} draws of H(0) give the bias b(k) and spread s(k) of "
+                "log(Phi_H0(k) / Phi_pred(k)); tolerance at each logged k = K_SE s(k) "
+                f"sqrt(1/seeds + 1/draws) + {FLOAT_BIAS} (float32 GD). Not modelled, so "
+                "tested: the motion of the kernel during training (Lemma C.2)"),
+            details={"final pattern change by init": pc,
+                     "final log(Phi / Phi_pred), other inits (reported)": paper_dev,
+                     "seeds": len(seeds)})
 
     # ---- figure ----------------------------------------------------------------------------
-    def plot(self, p: ConvergenceParams, results: Results):
-        fig, ax = new_figure(5.6, 4.0)
-        for method in C.LABEL_METHODS.values():
-            color = C.COLORS[method]
-            x, mean, _, _ = results.series(method, "predicted_loss")
-            if len(x):
-                ax.plot(x, mean, "--", color=color, linewidth=1.3)
-            x, mean, sem, _ = results.series(method, "train_loss")
-            if len(x):
-                ax.errorbar(x, mean, yerr=sem if np.any(sem > 0) else None, fmt="o-",
-                            color=color, markersize=3.5, linewidth=1.2, label=method)
-        ax.plot([], [], "--", color="0.3", label="Theorem 4.1 prediction")
-        ax.set_yscale("log")
-        ax.set_xscale("symlog", linthresh=1.0)
-        ax.set_xlim(left=0)
-        finish(ax, xlabel="Iteration k", ylabel=r"Training loss $\Phi(W(k))$",
-               title=f"{p.dataset} {p.classes[0]} vs {p.classes[1]}, n = {p.n_train}, "
-                     f"m = {p.width}, $\\kappa$ = {p.kappa:g}")
+    def plot(self, p: ConvergenceParams, results: Results) -> Figure:
+        runs = inits(p)
+        fig = Figure(figsize=(5.2 * len(runs), 4.2))
+        for j, (init, kappa) in enumerate(runs):
+            ax = fig.add_subplot(1, len(runs), j + 1)
+            ax.spines["top"].set_visible(False)
+            ax.spines["right"].set_visible(False)
+            for method in C.LABEL_METHODS.values():
+                color = C.COLORS[method]
+                x, mean, _, _ = results.series(method, "predicted_loss", kind="theory")
+                if len(x):
+                    ax.plot(x, mean, "--", color=color, linewidth=1.3)
+                x, mean, sem, _ = results.series(method, "train_loss", init=init, kappa=kappa)
+                if len(x):
+                    ax.errorbar(x, mean, yerr=sem if np.any(sem > 0) else None, fmt="o-",
+                                color=color, markersize=3.5, linewidth=1.2, label=method)
+            ax.plot([], [], "--", color="0.3", label="Theorem 4.1 prediction")
+            ax.set_yscale("log")
+            ax.set_xscale("symlog", linthresh=1.0)
+            ax.set_xlim(left=0)
+            ax.set_xlabel("Iteration k")
+            ax.set_ylabel(r"Training loss $\Phi(W(k))$")
+            pc = max((_last(results, m, "pattern_change", init=init, kappa=kappa)
+                      for m in C.LABEL_METHODS.values()), default=math.nan)
+            ax.set_title(f"{init_label(init, kappa)}\nm = {p.width}, patterns changed "
+                         f"<= {pc:.1%}", fontsize=9)
+            ax.legend(fontsize=7, frameon=False, loc="lower left")
+        fig.suptitle(f"{C.dataset_title(p)}, n = {p.n_train}", fontsize=10)
+        fig.tight_layout()
         return fig
 
 
-def tracking_error(results: Results, method: str) -> float:
-    """max over seeds and logged k of |sqrt(2 Phi(k)) - pred(k)| / ||y||, where pred(k) is
-    Theorem 4.1's ||(I - eta H_inf)^k y|| (read from ``predicted_loss`` at the same step and
-    seed) and ||y|| = pred(0); nan when the method has no rows."""
+def _last(results: Results, method: str, metric: str, **facets: Any) -> float:
+    """The seed mean of ``metric`` at the last logged x (nan when absent)."""
+    _, mean, _, _ = results.series(method, metric, **facets)
+    return float(mean[-1]) if len(mean) else math.nan
+
+
+def tracking_error(results: Results, method: str, **facets: Any) -> float:
+    """max over seeds and logged k of |log(Phi(k) / Phi_pred(k))| (nan when absent)."""
+    pred = dict(zip(*results.series(method, "predicted_loss", kind="theory")[:2], strict=True))
     worst = math.nan
-    seeds = {r["seed"] for r in results.select(method=method, metric="train_loss")}
-    for s in seeds:
-        sim = {r["x"]: r["value"] for r in results.select(method=method, metric="train_loss",
-                                                           seed=s)}
-        pred = {r["x"]: r["value"] for r in results.select(method=method,
-                                                            metric="predicted_loss", seed=s)}
-        if 0.0 not in pred:
-            continue
-        norm = math.sqrt(2 * pred[0.0])
-        for k, loss in sim.items():
-            if k in pred:
-                err = abs(math.sqrt(2 * loss) - math.sqrt(2 * pred[k])) / norm
-                worst = err if math.isnan(worst) else max(worst, err)
+    for r in results.select(method=method, metric="train_loss", **facets):
+        k = r["x"]
+        if k in pred and pred[k] > 0 and r["value"] > 0:
+            err = abs(math.log(r["value"] / pred[k]))
+            worst = err if math.isnan(worst) else max(worst, err)
     return worst
