@@ -1,0 +1,248 @@
+"""Allen-Zhu & Li (2019) library pieces: Walsh tools, tasks, models, batched grid training."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+
+import pytest
+import torch
+
+from lazylab.data.hierarchical import (
+    HardInstance,
+    HierarchicalParity,
+    all_cube_points,
+    exact_risk,
+    t1_reference_levels,
+    t2_reference_levels,
+)
+from lazylab.kernels.walsh import (
+    FourierSystem,
+    best_risk,
+    cube_points,
+    dot_product_spectrum,
+    fraction_good,
+    fwht,
+    leverage_scores,
+    parseval_risk,
+    subset_mask,
+    subsets,
+)
+from lazylab.models.mlp import MLP2, MLP3, SignOutputNet
+from lazylab.models.resnet import ResNet3
+from lazylab.theory.allenzhu import leverage_fraction_bound, thm2_fraction_bound
+from lazylab.train.ensemble import best_index, decade_grid, train_grid
+
+F64 = torch.float64
+
+
+def gen(s: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(s)
+
+
+# ---------------------------------------------------------------------------- Walsh tools
+def test_fwht_matches_enumerated_fourier_coefficients():
+    d = 6
+    X = cube_points(d)
+    f = torch.randn(2 ** d, generator=gen(), dtype=F64)
+    coef = fwht(f)
+    for S in [(), (0,), (2, 5), (0, 1, 3), tuple(range(d))]:
+        chi = X[:, list(S)].prod(dim=1) if S else torch.ones(2 ** d, dtype=F64)
+        assert abs(float(coef[subset_mask(S)]) - float((f * chi).mean())) < 1e-12
+
+
+def test_parseval_matches_enumeration_at_d8():
+    d, alpha = 8, 0.3
+    X = cube_points(d)
+    f = torch.randn(2 ** d, generator=gen(1), dtype=F64)
+    S, i = (1, 4, 6), 4
+    direct = float((f - X[:, i] - alpha * X[:, list(S)].prod(dim=1)).square().mean())
+    assert abs(parseval_risk(fwht(f), i, S, alpha) - direct) < 1e-10
+
+
+@pytest.mark.parametrize("kind", ["dot", "features"])
+def test_best_risk_matches_bruteforce_least_squares_at_d8(kind):
+    """C1 formula R* = ||t||^2 - v^T G^+ v vs min_w E (sum_n w_n K(x, x_n) - t(x))^2 by lstsq
+    over the 256 cube points."""
+    d, alpha, N = 8, 0.3, 40
+    X = cube_points(d)
+    idx = torch.randperm(2 ** d, generator=gen(2))[:N]
+    if kind == "dot":
+        kap = lambda t: torch.exp(-(2 * d - 2 * t) / d)  # noqa: E731
+        system = FourierSystem.dot_product(dot_product_spectrum(kap, d), X[idx])
+        design = kap(X @ X[idx].T)                        # K(x, x_n), (256, N)
+    else:
+        U = torch.randn(d, 30, generator=gen(3), dtype=F64)
+        design = torch.relu(X @ U / math.sqrt(d) + 0.3)   # features phi(x), (256, D)
+        system = FourierSystem.features(fwht(design, dim=0).T)
+    sets = subsets(d, 3)[:25]
+    r = best_risk(system, sets, [s[0] for s in sets], alpha)
+    for s, rs in zip(sets, r.tolist(), strict=True):
+        t = X[:, s[0]] + alpha * X[:, list(s)].prod(dim=1)
+        w = torch.linalg.lstsq(design, t.unsqueeze(1), driver="gelsd").solution
+        brute = float((design @ w - t.unsqueeze(1)).square().mean())
+        assert abs(brute - rs) < 1e-8
+
+
+def test_leverage_counts_bound_the_good_sets():
+    """Lemma D.2 sharp form: #(R* <= alpha^2/16) <= #(leverage >= 0.9) <= N / 0.9, and the
+    leverages sum to the rank."""
+    d, alpha = 8, 0.3
+    X = cube_points(d)
+    spec = dot_product_spectrum(lambda t: torch.exp(-(2 * d - 2 * t) / d), d)
+    for N in (10, 60, 150):
+        idx = torch.randperm(2 ** d, generator=gen(N))[:N]
+        system = FourierSystem.dot_product(spec, X[idx])
+        sets = subsets(d, 2)
+        lev = leverage_scores(system, sets)
+        assert float(lev.sum()) <= N + 1e-8
+        r = best_risk(system, sets, [s[0] for s in sets], alpha)
+        good = r <= alpha ** 2 / 16
+        assert bool((lev[good] >= 0.9 - 1e-9).all())
+        assert fraction_good(r, alpha) <= leverage_fraction_bound(N, d, 2) + 1e-12
+        assert fraction_good(r, alpha) <= thm2_fraction_bound(N, d, 2)
+
+
+def test_dot_product_gram_equals_fourier_gram():
+    d = 7
+    X = cube_points(d)
+    kap = lambda t: torch.arcsin(t / d)  # noqa: E731
+    idx = torch.randperm(2 ** d, generator=gen(4))[:20]
+    system = FourierSystem.dot_product(dot_product_spectrum(kap, d), X[idx])
+    M = fwht(kap(X @ X[idx].T), dim=0).T
+    assert torch.allclose(system.gram, M @ M.T, atol=1e-12)
+    assert torch.allclose(system.column_fn([(0, 3), (1,)]), M[:, [subset_mask((0, 3)), 2]],
+                          atol=1e-12)
+
+
+# ---------------------------------------------------------------------------- tasks
+def test_t1_reference_levels_by_enumeration():
+    for beta in (1.0, 0.5, 0.0):
+        t = HierarchicalParity(alpha=0.3, beta=beta, d=10)
+        lv = t1_reference_levels(5, 0.3, beta)
+        f_only = exact_risk(lambda X, b=beta: b * X[:, 0::2] * X[:, 1::2], t, 10)
+        zero = exact_risk(lambda X: torch.zeros(len(X), 5, dtype=X.dtype), t, 10)
+        assert abs(f_only - lv["F_only"]) < 1e-12 and abs(zero - lv["zero"]) < 1e-12
+    assert t1_reference_levels(15, 0.3, 1.0) == {"F_only": 1.35, "zero": 16.35}
+
+
+def test_t2_and_t3_reference_levels_by_enumeration():
+    d, alpha = 8, 0.2
+    for norm in (False, True):
+        t = HardInstance([1, 3, 6], alpha, d, normalize=norm)
+        s = 1 / math.sqrt(3) if norm else 1.0
+        f_only = exact_risk(lambda X, s=s: s * math.sqrt(d) * X[:, [1, 3, 6]], t, d,
+                            scale=1 / math.sqrt(d))
+        assert abs(f_only - t2_reference_levels(3, alpha, norm)["F_only"]) < 1e-12
+    X = all_cube_points(6, scale=1 / math.sqrt(6))
+    y = 6 ** 3 * X.prod(dim=1)
+    assert bool((y.abs() - 1).abs().max() < 1e-12) and abs(float(y.square().mean()) - 1) < 1e-12
+
+
+# ---------------------------------------------------------------------------- models
+@pytest.mark.parametrize("tied", [True, False])
+def test_resnet_hand_backward_matches_autograd(tied):
+    net = ResNet3(9, 4, 23, tied=tied, generator=gen(5), dtype=F64)
+    X = torch.randn(17, 9, generator=gen(6), dtype=F64)
+    Y = torch.randn(17, 4, generator=gen(7), dtype=F64)
+    (0.5 * (net(X) - Y).square().sum()).backward()
+    for name, g in net.manual_grads(X, Y).items():
+        assert torch.allclose(getattr(net, name).grad, g, atol=1e-12, rtol=0), name
+
+
+def test_resnet_forward_is_eq_2_1_and_bottleneck():
+    """Full form = A(h1 + sigma(U h1 + b2)); bottleneck = out1 + A sigma(V out1 + b2)."""
+    net = ResNet3(6, 3, 11, generator=gen(8), dtype=F64)
+    X = torch.randn(5, 6, generator=gen(9), dtype=F64)
+    h1 = torch.relu(X @ net.W.T + net.b1)
+    out1 = h1 @ net.A.T
+    assert torch.allclose(net.out1(X), out1)
+    expect = out1 + torch.relu(out1 @ net.V.T + net.b2) @ net.A.T
+    assert torch.allclose(net(X), expect, atol=1e-13)
+    full = ResNet3(6, 3, 11, form="full", generator=gen(8), dtype=F64)
+    with torch.no_grad():
+        full.U.copy_(net.V @ net.A)
+        for n in ("W", "b1", "b2", "A"):
+            getattr(full, n).copy_(getattr(net, n))
+    assert torch.allclose(full(X), net(X), atol=1e-12)
+
+
+def test_param_groups_partition_the_parameters():
+    for net in (ResNet3(5, 2, 8, generator=gen()), MLP3(5, 2, 8, generator=gen()),
+                MLP2(5, 2, 8, generator=gen()), SignOutputNet(5, 8, generator=gen())):
+        groups = net.param_groups()
+        parts = [p for k, v in groups.items() if k != "all" for p in v]
+        assert sorted(map(id, parts)) == sorted(map(id, net.parameters()))
+        assert {id(p) for p in groups["all"]} == {id(p) for p in net.parameters()}
+
+
+def test_init_variance_is_one_over_m():
+    m = 4000
+    net = ResNet3(30, 15, m, generator=gen(10))
+    for name in ("W", "V", "A", "b1"):
+        var = float(getattr(net, name).detach().double().var())
+        n = getattr(net, name).numel()
+        assert abs(var * m - 1) < 4 * math.sqrt(2 / n) + 1e-3, name
+
+
+# ---------------------------------------------------------------------------- batched grid
+@pytest.mark.parametrize("trainable,linearize", [("all", False), ("first", False),
+                                                 ("all", True)])
+def test_batched_grid_equals_configs_run_one_by_one(trainable, linearize):
+    """Each configuration of the ensemble = its own run (torch.optim.SGD, momentum 0.9,
+    MultiStepLR at half the epochs) in float64, to 1e-10."""
+    net = ResNet3(7, 3, 12, generator=gen(11), dtype=F64)
+    X = torch.randn(45, 7, generator=gen(12), dtype=F64)
+    Y = torch.randn(45, 3, generator=gen(13), dtype=F64)
+    epochs, bs = 4, 20
+    res = train_grid(net, X, Y, lrs=[0.01, 0.05], wds=[0.0, 1e-2], trainable=trainable,
+                     epochs=epochs, batch_size=bs, linearize=linearize, generator=gen(14))
+    names = [n for n, p in net.named_parameters()
+             if any(p is q for q in net.param_groups()[trainable])]
+    for gi, (lr, wd) in enumerate(res.configs):
+        one = train_grid(net, X, Y, lrs=[lr], wds=[wd], trainable=trainable, epochs=epochs,
+                         batch_size=bs, linearize=linearize, generator=gen(14))
+        for n in names:
+            assert torch.allclose(res.params[n][gi], one.params[n][0], atol=1e-10, rtol=0)
+        if linearize:
+            continue
+        m = copy.deepcopy(net)
+        opt = torch.optim.SGD([getattr(m, n) for n in names], lr=lr, momentum=0.9,
+                              weight_decay=wd)
+        sched = torch.optim.lr_scheduler.MultiStepLR(opt, [epochs // 2], 0.1)
+        g = gen(14)
+        perms = [torch.randperm(45, generator=g) for _ in range(epochs)]
+        for e in range(epochs):
+            for s in range(0, 45, bs):
+                idx = perms[e][s:s + bs]
+                opt.zero_grad()
+                (m(X[idx]) - Y[idx]).square().sum(dim=1).mean().backward()
+                opt.step()
+            sched.step()
+        for n in names:
+            assert torch.allclose(res.params[n][gi], getattr(m, n).detach(), atol=1e-10,
+                                  rtol=0), n
+
+
+def test_linearized_training_matches_its_taylor_model():
+    """NTK mode: the trained function is f(theta0) + J(theta0)(theta - theta0) exactly."""
+    net = MLP2(4, 2, 10, generator=gen(15), dtype=F64)
+    X = torch.randn(30, 4, generator=gen(16), dtype=F64)
+    Y = torch.randn(30, 2, generator=gen(17), dtype=F64)
+    res = train_grid(net, X, Y, lrs=[0.05], wds=[0.0], epochs=3, batch_size=10,
+                     linearize=True, generator=gen(18))
+    theta = {n: res.params[n][0] for n in res.params}
+    theta0 = dict(net.named_parameters())
+    J = torch.func.jacrev(lambda p: torch.func.functional_call(net, p, (X,)))(
+        {n: t.detach() for n, t in theta0.items()})
+    lin = net(X).detach() + sum((J[n].reshape(30, 2, -1) @ (theta[n] - theta0[n].detach())
+                                 .reshape(-1)) for n in theta)
+    assert torch.allclose(res.predict(X)[0], lin, atol=1e-10)
+
+
+def test_grid_helpers():
+    assert decade_grid(-1, 0) == [0.1, 0.2, 0.5, 1.0, 2.0, 5.0]
+    assert best_index(torch.tensor([float("nan"), 3.0, float("inf"), 1.0])) == 3
+    assert best_index(torch.tensor([float("nan")])) == -1
+    assert list(itertools.chain(decade_grid(-3, -3, (1,)))) == [0.001]
