@@ -285,3 +285,51 @@ def test_validate_refuses_before_the_store_is_touched(toy, tmp_path, monkeypatch
     with pytest.raises(InputError, match="--set d: must be <= 10"):
         spec_of(toy, d="11")
     assert not (tmp_path / STORE_NAME).exists()
+
+
+def test_a_failing_unit_in_the_pool_keeps_finished_units(toy, tmp_path):
+    spec = spec_of(toy, seeds=2, fail_n="3200")
+    with pytest.raises(UnitFailed, match=r'unit \{"n":3200\} \(seed index \d\) failed: '
+                                         r"RuntimeError: training diverged at n=3200"):
+        run(spec, tmp_path, workers=2)
+    with Store(tmp_path / STORE_NAME) as st:
+        done = st.done("toy-mean", spec.config_hash)
+    assert {('{"n":200}', 0), ('{"n":200}', 1), ('{"n":800}', 0), ('{"n":800}', 1)} <= done
+    assert not any(k == '{"n":3200}' for k, _ in done)
+    cfg = json.loads((tmp_path / "toy-mean" / "config.json").read_text())
+    assert cfg["status"] == "failed"
+
+
+def test_ctrl_c_in_the_pool_stops_workers_and_resumes_identically(toy, reference, tmp_path):
+    spec = spec_of(toy, seeds=2)
+    with pytest.raises(KeyboardInterrupt):
+        run(spec, tmp_path, workers=2, progress=StopAfter(2))
+    cfg = json.loads((tmp_path / "toy-mean" / "config.json").read_text())
+    assert cfg["status"] == "interrupted"
+    import multiprocessing
+
+    assert not [c for c in multiprocessing.active_children() if c.is_alive()]
+    with Store(tmp_path / STORE_NAME) as st:
+        assert len(st.done("toy-mean", spec.config_hash)) >= 2
+    out = run(spec, tmp_path, workers=2, resume=True)
+    assert out.computed + out.reused == 6
+    assert (tmp_path / "toy-mean" / "results.csv").read_bytes() == reference[0]
+
+
+@pytest.mark.parametrize("broken", ["claims", "plot", "theory"])
+def test_assembly_errors_keep_units_and_name_the_step(toy, tmp_path, monkeypatch, broken):
+    def boom(self, *a, **k):
+        raise ValueError(f"{broken} broke")
+
+    monkeypatch.setattr(ToyMean, broken, boom if broken != "plot" else lambda *a, **k: None)
+    spec = spec_of(toy, seeds=1)
+    msg = "plot must return a matplotlib Figure" if broken == "plot" else f"{broken} broke"
+    with pytest.raises(UnitFailed, match=f"assembling the results failed: .*{msg}"):
+        run(spec, tmp_path)
+    with Store(tmp_path / STORE_NAME) as st:
+        assert len(st.done("toy-mean", spec.config_hash)) == 3  # every unit kept
+    cfg = json.loads((tmp_path / "toy-mean" / "config.json").read_text())
+    assert cfg["status"] == "failed"
+    monkeypatch.undo()
+    out = run(spec, tmp_path, resume=True)  # fixed: assembles from the store, computes nothing
+    assert out.computed == 0 and out.reused == 3

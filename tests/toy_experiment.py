@@ -37,6 +37,7 @@ class ToyParams(ExperimentParams):
     estimator: Literal["plain", "centered"] = Field("plain", description="unused; a choice")
     shift: float = Field(0.0, description="added to the claim's expected value")
     data_path: str | None = Field(None, description="a file each unit must find")
+    fail_n: int | None = Field(None, description="units with this n raise (in any process)")
     sleep: float = Field(0.0, ge=0, le=10, description="seconds each unit waits (kill tests)")
     crash_dir: str | None = Field(None, description="the first attempt of each unit kills its "
                                   "worker process (leaving a marker file here): Ray tests")
@@ -71,6 +72,8 @@ class ToyMean(Experiment):
                 open(p.data_path).close()
             except FileNotFoundError:
                 raise FileNotFoundError(f"toy data set not found at {p.data_path}") from None
+        if p.fail_n is not None and key["n"] == p.fail_n:
+            raise RuntimeError(f"training diverged at n={p.fail_n} (test parameter)")
         if p.crash_dir is not None:
             marker = Path(p.crash_dir) / f"crashed-{key['n']}-{seed}"
             if not marker.exists():
