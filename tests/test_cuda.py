@@ -1,0 +1,57 @@
+"""Every experiment's smallest paper-scale unit on CUDA (skipped without a GPU).
+
+The smallest unit is the one with the smallest product of the numbers in its key (widths,
+sample sizes, dimensions); it runs twice under the runner's execution policy
+(deterministic algorithms, TF32 off, the cuBLAS workspace setting) and must give the same rows
+both times: the determinism policy holds on the GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+
+from lazylab.errors import DataNotFound, InputError
+from lazylab.experiments import all_experiments
+from lazylab.runner import ExecutionPolicy, make_backend, plan_units, resolve_spec
+from lazylab.runner.backends import make_job
+from lazylab.runner.job import uses_prepare
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+
+EXPERIMENTS = all_experiments()
+
+
+def size(key: dict[str, Any]) -> float:
+    nums = [abs(float(v)) for v in key.values()
+            if isinstance(v, int | float) and not isinstance(v, bool) and v]
+    return math.prod(nums) if nums else 0.0
+
+
+@pytest.mark.parametrize("exp", EXPERIMENTS, ids=[e.id for e in EXPERIMENTS])
+def test_smallest_paper_scale_unit_runs_on_cuda_deterministically(exp):
+    dev = torch.device("cuda")
+    try:
+        spec = resolve_spec(exp, "paper", {}, 1, dev, ExecutionPolicy(threads=4))
+    except DataNotFound as e:
+        pytest.skip(str(e))
+    except InputError as e:
+        pytest.fail(f"paper scale does not resolve: {e}")
+    unit = min(plan_units(spec), key=lambda u: size(u.key))
+    try:
+        prep = exp.prepare(spec.params, dev) if uses_prepare(exp) else None
+    except FileNotFoundError as e:
+        pytest.skip(f"data not on this machine: {e}")
+    runs = []
+    for _ in range(2):
+        try:
+            rows = [r for _, r, _ in make_backend("serial").run(exp, make_job(spec, prep),
+                                                                 [unit])]
+        except DataNotFound as e:
+            pytest.skip(str(e))
+        runs.append(rows)
+    assert runs[0] == runs[1], f"{exp.id} {unit.key_json}: not deterministic on CUDA"
+    assert runs[0][0], "the unit returned rows"
