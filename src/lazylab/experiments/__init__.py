@@ -37,6 +37,7 @@ PAPER_MODULES: tuple[str, ...] = (
     "lazylab.experiments.arora",
     "lazylab.experiments.bailee",
     "lazylab.experiments.ghorbani",
+    "lazylab.experiments.nichani",
 )
 
 

@@ -1,0 +1,11 @@
+"""Nichani, Bai & Lee (NeurIPS 2022), "Identifying good directions to escape the NTK regime":
+the four experiments of spec Secs. 5-6.
+
+Importing this package registers ``nichani-regularizer`` (Fig. 1; C7, C10, C11, C16) and
+``nichani-spectrum`` (C4-C6).
+"""
+
+from lazylab.experiments.nichani.regularizer import Regularizer
+from lazylab.experiments.nichani.spectrum import Spectrum
+
+__all__ = ["Regularizer", "Spectrum"]
