@@ -12,6 +12,7 @@ from lazylab.experiments.toolkit import (
     GridSearchResult,
     crossing,
     grid_search,
+    k_eff,
     loglog_fit,
     match_claim,
     slope_claim,
@@ -76,6 +77,9 @@ def test_loglog_fit_standard_error_matches_monte_carlo():
     slopes = np.array([f.slope for f in fits])
     assert abs(slopes.mean() + 0.5) < 4 * se_true / math.sqrt(2000)
     assert abs(slopes.std() / se_true - 1) < 0.05
+    # the t-widened tolerance covers the true slope at about the nominal 99.73%
+    cover = np.mean([abs(f.slope + 0.5) <= k_eff(K_SE, 5) * f.se for f in fits])
+    assert cover > 0.99
     mean_se = np.mean([f.se for f in fits])  # E s < sigma (chi with 5 dof): within 10%
     assert 0.85 < mean_se / se_true < 1.0
 
@@ -85,6 +89,9 @@ def test_slope_claim_is_two_sided_and_fails_when_tilted():
     y = 3 * x**-0.5 * (1 + 0.01 * np.sin(np.arange(5)))
     ok = slope_claim("s", "slope -1/2", x, y, -0.5, bias=0.02, error_model="finite width")
     assert ok.held and ok.tolerance >= 0.02
+    # a residual SE with 3 dof is widened by the t factor
+    assert ok.details["se_from_residuals"] and math.isclose(
+        ok.tolerance, 0.02 + k_eff(K_SE, 3) * ok.details["se"])
     for tilt in (+0.1, -0.1):  # too steep and too shallow both fail
         bad = slope_claim("s", "slope -1/2", x, y * x**tilt, -0.5, bias=0.02,
                           error_model="finite width")

@@ -32,11 +32,14 @@ from lazylab.train import TrainingDiverged
 
 __all__ = [
     "K_SE",
+    "all_of",
     "GridSearchResult",
     "SlopeFit",
     "SmallestN",
     "crossing",
     "grid_search",
+    "k_eff",
+    "level_claim",
     "loglog_fit",
     "match_claim",
     "slope_claim",
@@ -241,12 +244,36 @@ def smallest_n(evaluate: Callable[[int], float], grid: Sequence[int], target: fl
 
 # ------------------------------------------------------------------------------ slopes
 class SlopeFit(NamedTuple):
-    """Least-squares fit ``log y = slope log x + intercept`` with the slope's standard error."""
+    """Least-squares fit ``log y = slope log x + intercept`` with the slope's standard error.
+
+    ``from_residuals`` says whether ``se`` is the residual estimate (with ``points - 2``
+    degrees of freedom) rather than propagated seed noise.
+    """
 
     slope: float
     se: float
     intercept: float
     points: int
+    from_residuals: bool = False
+
+
+def k_eff(k_se: float, dof: int | None) -> float:
+    """The multiple of an *estimated* standard error with the coverage of ``k_se`` normal SEs.
+
+    With ``dof`` degrees of freedom the standardized error is Student-t, not normal: the
+    multiplier is the t quantile at the two-sided coverage of ``k_se`` (99.73% for 3), e.g.
+    19.2 for 2 dof, 9.2 for 3, 5.5 for 5, 4.1 for 10. ``dof=None``: ``k_se`` (known SE).
+
+    Examples
+    --------
+    >>> round(k_eff(3.0, 3), 1), k_eff(3.0, None)
+    (9.2, 3.0)
+    """
+    if dof is None:
+        return float(k_se)
+    from scipy.stats import norm, t
+
+    return float(t.ppf(norm.cdf(k_se), max(int(dof), 1)))
 
 
 def loglog_fit(x: Sequence[float], y: Sequence[float],
@@ -256,8 +283,10 @@ def loglog_fit(x: Sequence[float], y: Sequence[float],
     The slope's standard error is the larger of (a) the residual estimate
     ``sqrt(s^2 / sum (lx - mean lx)^2)`` with ``s^2 = RSS / (k - 2)`` (k >= 3 points) and (b) the
     propagated seed noise ``sqrt(sum_i c_i^2 (sem_i / y_i)^2)`` with
-    ``c_i = (lx_i - mean lx) / sum (lx - mean lx)^2`` (when ``sem`` is given). With two points
-    only (b) is available (0 without ``sem``). Non-positive or non-finite y give a NaN slope.
+    ``c_i = (lx_i - mean lx) / sum (lx - mean lx)^2`` (when ``sem`` is given), compared after
+    the residual one is widened by its t factor (:func:`k_eff`); ``from_residuals`` says which
+    was kept. With two points only (b) is available (0 without ``sem``). Non-positive or
+    non-finite y give a NaN slope.
 
     Examples
     --------
@@ -283,7 +312,9 @@ def loglog_fit(x: Sequence[float], y: Sequence[float],
     if sem is not None:
         rel = np.asarray(sem, float) / ya
         se_seed = math.sqrt(float(((cx / sxx) ** 2 * rel**2).sum()))
-    return SlopeFit(b, max(se_res, se_seed), c, len(xa))
+    if se_res * k_eff(K_SE, len(lx) - 2) / K_SE >= se_seed and len(lx) >= 3:
+        return SlopeFit(b, se_res, c, len(xa), True)
+    return SlopeFit(b, se_seed, c, len(xa), False)
 
 
 def slope_claim(cid: str, statement: str, x: Sequence[float], y: Sequence[float],
@@ -292,7 +323,9 @@ def slope_claim(cid: str, statement: str, x: Sequence[float], y: Sequence[float]
                 details: dict[str, Any] | None = None) -> Claim:
     """Two-sided claim: the log-log slope of y against x equals ``expected``.
 
-    Held iff ``|slope - expected| <= bias + k_se * se`` (:func:`loglog_fit`). ``bias`` is the
+    Held iff ``|slope - expected| <= bias + k * se`` (:func:`loglog_fit`), where ``k = k_se``
+    for a propagated seed SE and the Student-t equivalent :func:`k_eff` (``points - 2`` dof)
+    for a residual SE (a residual SE from 4 points is itself uncertain). ``bias`` is the
     stated allowance for the deterministic corrections to the leading-order law over the
     fitted range (e.g. a relative O(m^-1/2) correction tilts a fit over m in [100, 1e5] by a
     few hundredths); it must be chosen from the math, before seeing the data. A NaN slope (a
@@ -313,9 +346,11 @@ def slope_claim(cid: str, statement: str, x: Sequence[float], y: Sequence[float]
     """
     fit = loglog_fit(x, y, sem)
     se = fit.se if math.isfinite(fit.se) else 0.0
-    tol = float(bias) + k_se * se
+    k = k_eff(k_se, fit.points - 2) if fit.from_residuals else k_se
+    tol = float(bias) + k * se
     held = math.isfinite(fit.slope) and abs(fit.slope - expected) <= tol
-    info = {"se": se, "bias": float(bias), "k_se": k_se, "intercept": fit.intercept,
+    info = {"se": se, "bias": float(bias), "k_se": k, "se_from_residuals": fit.from_residuals,
+            "intercept": fit.intercept,
             "points": fit.points, "x": [float(v) for v in x], "y": [float(v) for v in y]}
     info.update(details or {})
     return Claim.verdict(cid, statement, held, fit.slope, float(expected), tol,
@@ -368,3 +403,90 @@ def match_claim(cid: str, statement: str, measured: float | Sequence[float],
     info.update(details or {})
     return Claim.verdict(cid, statement, held, float(m[i]), float(e[i]), float(tol[i]),
                          error_model=error_model, details=info)
+
+
+# ------------------------------------------------------------------------------ combining
+def all_of(cid: str, statement: str, parts: Sequence[Claim], *, error_model: str = "",
+           details: dict[str, Any] | None = None) -> Claim:
+    """One claim that holds iff every part holds (parts that are not applicable are skipped).
+
+    The reported numbers are those of the tightest part (largest ``ratio``; a failed part
+    first), and every part is listed in ``details["parts"]``. With no applicable part the
+    claim is not applicable. The error model defaults to the parts' (distinct ones joined).
+
+    Examples
+    --------
+    >>> a = Claim.verdict("a", "", True, 1.0, 1.0, 0.1, "MC")
+    >>> b = Claim.verdict("b", "", True, 1.05, 1.0, 0.1, "MC")
+    >>> c = all_of("ab", "both", [a, b])
+    >>> c.status, c.measured, c.error_model
+    ('held', 1.05, 'MC')
+    """
+    live = [c for c in parts if c.status != "not_applicable"]
+    if not live:
+        return Claim.not_applicable(cid, statement, "no applicable part")
+
+    def key(c: Claim) -> tuple[bool, float]:
+        r = c.ratio
+        return (not c.held, r if math.isfinite(r) else math.inf)
+
+    worst = max(live, key=key)
+    models = error_model or "; ".join(dict.fromkeys(c.error_model for c in live if c.error_model))
+    info: dict[str, Any] = {"parts": [{"id": c.id, "status": c.status, "measured": c.measured,
+                                       "expected": c.expected, "tolerance": c.tolerance}
+                                      for c in live], "tightest": worst.id}
+    info.update(details or {})
+    return Claim.verdict(cid, statement, all(c.held for c in live), worst.measured,
+                         worst.expected, worst.tolerance, error_model=models, details=info)
+
+
+def level_claim(cid: str, statement: str, measured: Sequence[float],
+                expected: Sequence[float], *, bias: float, error_model: str,
+                k_se: float = K_SE, x: Sequence[float] | None = None,
+                details: dict[str, Any] | None = None) -> Claim:
+    """Two-sided claim that measured values sit on the predicted curve, from independent units.
+
+    With ``r_i = log(measured_i / expected_i)`` from independent work units (e.g. one per width,
+    each with its own seed), the claim holds iff ``|mean r| <= bias + k * sd(r) / sqrt(n)``,
+    a one-sample t test with ``k = k_eff(k_se, n - 1)`` (:func:`k_eff`). The scatter of the
+    units estimates the Monte Carlo error, so no model of it is needed; ``bias`` is the
+    stated relative (log) allowance for the deterministic corrections. Needs n >= 2 finite
+    positive pairs (else failed).
+
+    Returns
+    -------
+    Claim
+        measured = exp(mean r) (the geometric-mean ratio), expected 1, tolerance
+        ``exp(bias + k se) - 1`` applied as ``|measured - 1|`` in log space (``details`` has
+        ``mean_log_ratio``, ``se``, ``k``).
+
+    Examples
+    --------
+    >>> c = level_claim("l", "", [1.02, 0.97, 1.01, 0.99], [1.0] * 4, bias=0.0, error_model="")
+    >>> c.status
+    'held'
+    """
+    m = np.asarray(measured, float)
+    e = np.asarray(expected, float)
+    ok = np.isfinite(m) & np.isfinite(e) & (m > 0) & (e > 0)
+    n = int(ok.sum())
+    info: dict[str, Any] = {"x": [float(v) for v in (x if x is not None else range(len(m)))],
+                            "ratios": [float(a / b) if b else math.nan for a, b in zip(m, e,
+                                                                                     strict=True)]}
+    info.update(details or {})
+    if n < 2 or n < len(m):
+        info["reason"] = "fewer than 2 finite positive pairs" if n < 2 else "non-finite values"
+        return Claim.verdict(cid, statement, False, math.nan, 1.0, math.nan,
+                             error_model=error_model, details=info)
+    r = np.log(m / e)
+    mean, se = float(r.mean()), float(r.std(ddof=1) / math.sqrt(n))
+    k = k_eff(k_se, n - 1)
+    tol_log = float(bias) + k * se
+    held = abs(mean) <= tol_log
+    info.update({"mean_log_ratio": mean, "se": se, "k": k, "bias": float(bias)})
+    # Report on the ratio scale: measured exp(mean), tolerance the log tolerance mapped to the
+    # side the mean lies on, so ratio > 1 iff failed.
+    meas = math.exp(mean)
+    tol = (math.exp(tol_log) - 1) if mean >= 0 else (1 - math.exp(-tol_log))
+    return Claim.verdict(cid, statement, held, meas, 1.0, tol, error_model=error_model,
+                         details=info)

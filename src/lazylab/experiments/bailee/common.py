@@ -6,7 +6,8 @@ m^{-1/2}, w0_r ~ N(0, B_x^-2 I) and inputs on the sphere of radius B_x, float64 
 1e-6 at m = 1e6, spec Sec. 7.2).
 
 Slope claims fit log y = b log m + c by least squares over the width grid (means over seeds)
-and hold when |b - b_pred| <= bias + 3 se(b): ``bias`` is the finite-width allowance of each
+and hold when |b - b_pred| <= bias + K_SE se(b) (two-sided; K_SE = 3 from
+:mod:`lazylab.experiments.toolkit`): ``bias`` is the finite-width allowance of each
 experiment (the relative O(m^{-1/4}) to O(m^{-1/2}) corrections of the leading-order laws, which
 tilt a fit over three decades starting at m = 100 by a few hundredths) and se(b) the standard
 error of the fitted slope from its residuals (the Monte Carlo scatter over w0, signs and test
@@ -24,6 +25,8 @@ import torch
 from lazylab.activations import Activation, get_activation
 from lazylab.data import sphere
 from lazylab.experiments.base import Claim, Results
+from lazylab.experiments.toolkit import K_SE, loglog_fit
+from lazylab.experiments.toolkit import slope_claim as toolkit_slope_claim
 from lazylab.models import TwoLayerNet
 from lazylab.models.bailee.constructions import phase_sine
 from lazylab.seeding import derive_seed, torch_generator
@@ -45,8 +48,6 @@ __all__ = [
 
 PAPER = "bailee"
 F64 = torch.float64
-#: Standard errors allowed around a fitted slope.
-K_SE = 3.0
 #: Elements of an (n, m) block computed at once (memory ~ 8 bytes x a few x this).
 CHUNK_ELEMS = 1 << 22
 
@@ -104,37 +105,16 @@ def input_chunks(X: torch.Tensor, width: int) -> Iterator[torch.Tensor]:
 
 
 def loglog_slope(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
-    """Least-squares slope of log y on log x and its standard error (0 with two points)."""
-    lx, ly = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
-    if len(lx) < 2 or not np.all(np.isfinite(ly)):
-        return math.nan, math.nan
-    A = np.stack([lx, np.ones_like(lx)], axis=1)
-    coef, *_ = np.linalg.lstsq(A, ly, rcond=None)
-    if len(lx) < 3:
-        return float(coef[0]), 0.0
-    resid = ly - A @ coef
-    s2 = float(resid @ resid) / (len(lx) - 2)
-    se = math.sqrt(s2 / float(((lx - lx.mean()) ** 2).sum()))
-    return float(coef[0]), se
+    """Least-squares slope of log y on log x and its standard error (:func:`toolkit.loglog_fit`)."""
+    f = loglog_fit(x, y)
+    return f.slope, f.se
 
 
 def slope_claim(cid: str, statement: str, results: Results, method: str, metric: str,
-                expected: float, bias: float, *, mode: str = "equal",
-                **filters) -> Claim:
-    """A claim on the log-log slope of ``metric`` of ``method`` against x.
-
-    mode ``"equal"``: |b - expected| <= bias + K_SE se; ``"at_most"``: b <= expected + bias +
-    K_SE se (a decay at least as fast as predicted).
-    """
-    x, mean, _, _ = results.series(method, metric, **filters)
-    b, se = loglog_slope(x, mean)
-    tol = bias + K_SE * (se if math.isfinite(se) else 0.0)
-    if mode == "equal":
-        held = math.isfinite(b) and abs(b - expected) <= tol
-    elif mode == "at_most":
-        held = math.isfinite(b) and b <= expected + tol
-    else:
-        raise ValueError(f"mode must be 'equal' or 'at_most'; got {mode!r}")
-    return Claim(cid, statement, bool(held), round(b, 4), expected,
-                 f"{'+-' if mode == 'equal' else '+'}{tol:.3f} (bias {bias:g} + {K_SE:g} se "
-                 f"{se:.3f})")
+                expected: float, bias: float, *, error_model: str, **filters) -> Claim:
+    """Two-sided claim on the log-log slope of ``metric`` of ``method`` against x (means over
+    seeds, their SEM propagated): |b - expected| <= bias + K_SE se(b)
+    (:func:`lazylab.experiments.toolkit.slope_claim`)."""
+    s = results.series(method, metric, **filters)
+    return toolkit_slope_claim(cid, statement, s.x, s.mean, expected, bias=bias,
+                               error_model=error_model, sem=s.sem if np.any(s.n > 1) else None)
