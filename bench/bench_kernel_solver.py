@@ -64,7 +64,7 @@ def load(data: str, n: int, n_test: int, seed: int
 
     def draw(m: int) -> tuple[torch.Tensor, torch.Tensor]:
         lab = torch.randint(0, N_CLASSES, (m,), generator=g)
-        return _unit(means[lab] * 0.08 + torch.randn(m, 784, generator=g) / 28), lab
+        return _unit(means[lab] * 0.003 + torch.randn(m, 784, generator=g) / 28), lab
     X, y = draw(n)
     Xt, yt = draw(n_test)
     return X, y, Xt, yt
@@ -183,7 +183,8 @@ def main() -> None:
                           "iterations": fit.info.iterations,
                           "ratio_sklearn_over_ours": t_sk / t_ours,
                           "ratio_cholesky_over_ours": t_ch / t_ours}
-    record("kernel_solver", out, device)
+    name = f"kernel_solver_{data}_n{n}" if not args.skip_large else "kernel_solver_compare"
+    record(name + (f"_compare{m}" if m else ""), out, device)
 
 
 if __name__ == "__main__":
