@@ -74,8 +74,10 @@ def test_registered_with_paper_scale():
     for exp_id in ARORA:
         exp = REGISTRY[exp_id]
         assert exp.robustness_axes and all(len(v) == 3 for v in exp.robustness_axes.values())
-        p = exp.resolve("paper")
+        p = exp.resolve("paper", {"data_root": "/nonexistent/lazylab-data"})
+        # no MNIST anywhere here: Fashion-MNIST is the stand-in, and the title says so
         assert (p.dataset, p.n_train) == ("fashion-mnist", 10000)
+        assert "stand-in for the paper's MNIST" in C.dataset_title(p)
         if hasattr(p, "width"):
             assert (p.width, p.kappa, p.lr, p.init) == (10000, 0.01, 1e-3, "gaussian")
 
@@ -261,6 +263,29 @@ def test_lr_between_the_bounds_uses_the_exact_lambda_max():
     exp.validate(exp.resolve("quick", {"n_train": 64, "lr": 1.9 / lam}))
     with pytest.raises(InputError, match="--set lr"):
         exp.validate(exp.resolve("quick", {"n_train": 64, "lr": 2.05 / lam}))
+
+
+def test_paper_scale_uses_mnist_when_data_root_holds_it(tmp_path, monkeypatch):
+    import numpy as np
+
+    from lazylab.data.idx import write_idx
+
+    monkeypatch.delenv("LAZYLAB_DATA", raising=False)
+    rng = np.random.default_rng(0)
+    for stem, n in (("train", 40), ("t10k", 20)):
+        write_idx(tmp_path / f"{stem}-images-idx3-ubyte.gz",
+                  rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+        write_idx(tmp_path / f"{stem}-labels-idx1-ubyte.gz",
+                  (np.arange(n) % 2).astype(np.uint8))
+    for exp_id in ARORA:
+        p = REGISTRY[exp_id].resolve("paper", {"data_root": str(tmp_path)})
+        assert p.dataset == "mnist" and C.dataset_title(p).startswith("MNIST 0 vs 1")
+    exp = REGISTRY["arora-spectrum"]
+    p = exp.resolve("quick", {"dataset": "mnist", "data_root": str(tmp_path), "n_train": 16,
+                              "n_test": 8})
+    exp.validate(p)
+    with pytest.raises(InputError, match="--set n_train"):  # 40 training images of 0/1
+        exp.validate(p.model_copy(update={"n_train": 50}))
 
 
 @pytest.mark.skipif(not FASHION.is_dir(), reason="dataset-fashion-mnist is not installed")

@@ -48,7 +48,7 @@ from typing import Literal
 import torch
 from pydantic import Field, field_validator, model_validator
 
-from lazylab.data import DatasetNotFound, load_dataset, sphere
+from lazylab.data import DatasetNotFound, find_dataset, load_dataset, sphere
 from lazylab.errors import DataNotFound, InputError
 from lazylab.experiments.base import ExperimentParams
 from lazylab.experiments.toolkit import sub_generator
@@ -60,8 +60,8 @@ from lazylab.train import fit, log_spaced_steps
 
 __all__ = [
     "DataParams", "NetParams", "Problem", "Run", "load_problem", "sphere_problem", "train",
-    "learning_rate", "validate_problem", "dataset_title", "sub_generator", "LABEL_METHODS",
-    "COLORS", "PAPER_INIT",
+    "learning_rate", "resolve_dataset", "validate_problem", "dataset_title", "sub_generator",
+    "LABEL_METHODS", "COLORS", "PAPER_INIT",
 ]
 
 #: The paper's initialization (Sec. 3.1, App. A): w_r ~ N(0, kappa^2 I) with kappa = 0.01.
@@ -75,14 +75,15 @@ LABEL_METHODS = {"true": "true labels", "random": "random labels",
 COLORS = {"true labels": "#D62728", "random labels": "#17BECF", "worst-case labels": "#7F7F7F",
           "H-infinity": "#1F4E9C"}
 
-Dataset = Literal["digits", "fashion-mnist", "mnist", "cifar10"]
+Dataset = Literal["auto", "digits", "fashion-mnist", "mnist", "cifar10"]
 
 
 class DataParams(ExperimentParams):
     """The two-class problem (paper App. A: first two classes, labels +-1, unit-norm inputs)."""
 
     dataset: Dataset = Field("digits", description="digits (bundled), fashion-mnist (Debian's "
-                             "dataset-fashion-mnist), mnist or cifar10 (from data_root)")
+                             "dataset-fashion-mnist), mnist or cifar10 (from data_root), or "
+                             "auto: mnist when found, else fashion-mnist as its stand-in")
     data_root: str | None = Field(None, description="folder holding mnist / cifar10 files "
                                   "(searched before $LAZYLAB_DATA and system folders)")
     classes: list[int] = Field([0, 1], min_length=2, max_length=2,
@@ -187,6 +188,20 @@ def dataset_title(p: DataParams) -> str:
         return f"sklearn digits {a} vs {b} (stand-in for the paper's MNIST)"
     names = {"mnist": "MNIST", "cifar10": "CIFAR-10", "sphere": "uniform sphere"}
     return f"{names.get(p.dataset, p.dataset)} {a} vs {b}"
+
+
+def resolve_dataset(p: DataParams) -> DataParams:
+    """``dataset="auto"`` (the paper scale's value) made concrete: the paper's MNIST when
+    ``data_root``, $LAZYLAB_DATA or /usr/share/datasets/mnist holds its four IDX files, else
+    Fashion-MNIST as the stand-in; the resolved name is what config.json and the figure show."""
+    if p.dataset != "auto":
+        return p
+    try:
+        find_dataset("mnist", p.data_root)
+        name = "mnist"
+    except DatasetNotFound:
+        name = "fashion-mnist"
+    return p.model_copy(update={"dataset": name})
 
 
 def learning_rate(p: NetParams, spectrum: Spectrum) -> float:

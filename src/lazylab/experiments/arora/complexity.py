@@ -118,7 +118,7 @@ class Complexity(Experiment):
     Params = ComplexityParams
     scales = {
         "quick": {},
-        "paper": {"dataset": "fashion-mnist", "n_train": 10000, "n_test": 2000, "width": 10000,
+        "paper": {"dataset": "auto", "n_train": 10000, "n_test": 2000, "width": 10000,
                   "kappa": 0.01, "init": "gaussian", "lr": 1e-3, "steps": 50000,
                   "log_points": 60, "mc_draws": 4},
     }
@@ -140,6 +140,9 @@ class Complexity(Experiment):
     }
 
     # ---- hooks -----------------------------------------------------------------------------
+    def resolve(self, scale: str, overrides: dict[str, Any] | None = None) -> Any:
+        return C.resolve_dataset(super().resolve(scale, overrides))
+
     def validate(self, p: ComplexityParams) -> None:
         C.validate_problem(p)
 

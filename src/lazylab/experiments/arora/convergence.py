@@ -113,7 +113,7 @@ class Convergence(Experiment):
     Params = ConvergenceParams
     scales = {
         "quick": {},
-        "paper": {"dataset": "fashion-mnist", "n_train": 10000, "n_test": 2000, "width": 10000,
+        "paper": {"dataset": "auto", "n_train": 10000, "n_test": 2000, "width": 10000,
                   "kappa": 0.01, "init": "gaussian", "lr": 1e-3, "steps": 20000,
                   "log_points": 40, "mc_draws": 4},
     }
@@ -137,6 +137,9 @@ class Convergence(Experiment):
     }
 
     # ---- hooks -----------------------------------------------------------------------------
+    def resolve(self, scale: str, overrides: dict[str, Any] | None = None) -> Any:
+        return C.resolve_dataset(super().resolve(scale, overrides))
+
     def validate(self, p: ConvergenceParams) -> None:
         C.validate_problem(p)
 

@@ -70,9 +70,9 @@ SLOPE_BIAS = 0.01
 class LearnabilityParams(C.NetParams):
     """Sec. 6 / Lemma 5.3; quick defaults: digits 0/1, n = 32..256, m = 2000, 500 GD steps."""
 
-    dataset: Literal["digits", "fashion-mnist", "mnist", "cifar10", "sphere"] = Field(
-        "digits", description="inputs: a data set's images (labels unused) or sphere (uniform "
-                              "on S^{d-1})")
+    dataset: Literal["auto", "digits", "fashion-mnist", "mnist", "cifar10", "sphere"] = Field(
+        "digits", description="inputs: a data set's images (labels unused; auto: mnist when "
+                              "found, else fashion-mnist) or sphere (uniform on S^{d-1})")
     d: int = Field(10, ge=2, le=10_000, description="input dimension for dataset=sphere")
     n_points: int = Field(4, ge=2, le=20, description="sample sizes n_train / 2^j, j < n_points")
     powers: list[int] = Field([1, 2, 4], min_length=1, description="degrees p of y = "
@@ -137,7 +137,7 @@ class Learnability(Experiment):
     Params = LearnabilityParams
     scales = {
         "quick": {},
-        "paper": {"dataset": "fashion-mnist", "n_train": 10000, "n_test": 2000,
+        "paper": {"dataset": "auto", "n_train": 10000, "n_test": 2000,
                   "n_points": 6, "width": 10000, "kappa": 0.01, "init": "gaussian", "lr": 1e-3,
                   "steps": 20000, "loss_tol": 1e-3, "mc_draws": 4},
     }
@@ -157,6 +157,9 @@ class Learnability(Experiment):
     }
 
     # ---- hooks -----------------------------------------------------------------------------
+    def resolve(self, scale: str, overrides: dict[str, Any] | None = None) -> Any:
+        return C.resolve_dataset(super().resolve(scale, overrides))
+
     def validate(self, p: LearnabilityParams) -> None:
         C.validate_problem(p)
 

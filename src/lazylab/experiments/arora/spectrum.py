@@ -66,7 +66,7 @@ class LabelSpectrum(Experiment):
     summary = "eigenvalues of H_inf and projections |v_i^T y| of true, random, worst-case labels"
     Params = SpectrumParams
     scales = {"quick": {},
-              "paper": {"dataset": "fashion-mnist", "n_train": 10000, "n_test": 2000}}
+              "paper": {"dataset": "auto", "n_train": 10000, "n_test": 2000}}
     default_seeds = {"quick": 3, "paper": 1}
     robustness_axes = {"n_train": [128, 192, 256], "top_fraction": [0.02, 0.05, 0.1],
                        "data_seed": [0, 1, 2]}
@@ -79,6 +79,9 @@ class LabelSpectrum(Experiment):
                  f"{TRACE_RATIO:g} times the share top_fraction of the trace n/2 that a flat "
                  "spectrum would give",
     }
+
+    def resolve(self, scale: str, overrides: dict[str, Any] | None = None) -> Any:
+        return C.resolve_dataset(super().resolve(scale, overrides))
 
     def validate(self, p: SpectrumParams) -> None:
         C.validate_problem(p)
