@@ -218,3 +218,14 @@ def test_dataset_not_found_message_lists_paths_and_remedy(tmp_path, monkeypatch)
     (env / "mnist" / "t10k-labels-idx1-ubyte").unlink()
     with pytest.raises(DatasetNotFound):
         find_dataset("mnist")
+
+
+def test_missing_data_is_an_input_error_and_a_file_not_found(tmp_path):
+    from lazylab.errors import DataNotFound, InputError
+
+    with pytest.raises(DatasetNotFound) as info:
+        find_dataset("cifar10", tmp_path)
+    err = info.value
+    assert isinstance(err, DataNotFound) and isinstance(err, InputError)
+    assert isinstance(err, FileNotFoundError) and err.exit_code == 2
+    assert str(tmp_path) in str(err) and "never downloads" in str(err)

@@ -38,6 +38,7 @@ import torch
 
 from lazylab.data.cifar import CIFAR10_CLASSES, CIFAR10_TEST, CIFAR10_TRAIN, read_cifar_batches
 from lazylab.data.idx import read_idx
+from lazylab.errors import DataNotFound
 
 __all__ = ["DATASETS", "DatasetNotFound", "find_dataset", "load_dataset", "load_raw",
            "search_paths"]
@@ -74,8 +75,11 @@ _HOW_TO_GET = {
 }
 
 
-class DatasetNotFound(FileNotFoundError):
-    """A real data set is not on disk; the message lists where we looked and how to get it."""
+class DatasetNotFound(DataNotFound, FileNotFoundError):
+    """A real data set is not on disk; the message lists where we looked and how to get it.
+
+    Both a :class:`lazylab.errors.DataNotFound` (the CLI exits 2 with the message) and a
+    ``FileNotFoundError`` (what plain Python callers expect)."""
 
 
 def search_paths(name: str, root: str | Path | None = None) -> list[Path]:
