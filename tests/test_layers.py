@@ -15,7 +15,7 @@ LAYER = {
     "train": 3, "solve": 3, "estimators": 3,
     "theory": 4,
     "experiments": 5,
-    "runner": 6, "store": 6, "report": 6, "cli": 6, "__main__": 6,
+    "runner": 6, "store": 6, "report": 6, "robustness": 6, "cli": 6, "__main__": 6,
 }
 
 

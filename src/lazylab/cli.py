@@ -278,6 +278,11 @@ def show(exp_id: Annotated[str, typer.Argument(metavar="ID", help="An experiment
                 sizes = (f"invalid: {e}", "-")
             s.add_row(scale, str(seeds), *sizes, _duration(exp.est_seconds.get(scale)))
         out.print(s)
+        axes = getattr(exp, "robustness_axes", {}) or {}
+        if axes:
+            out.print("robustness axes (`lazylab robustness " + exp.id + "`): " + escape(
+                "; ".join(f"{k} in {format_value(list(v))}" for k, v in axes.items())),
+                soft_wrap=True)
         out.print(f"run: lazylab reproduce {exp.id} [--scale paper] [--set KEY=VALUE]")
 
 
@@ -549,6 +554,96 @@ def report(out_dir: Annotated[str, typer.Argument(
         if rebuilt:
             console.print(_verdict_table(list(rebuilt.items())))
         console.print(f"report: {path / 'report.html'} and {path / 'report.md'}")
+
+
+def parse_vary(items: Sequence[str]) -> dict[str, list[str]]:
+    """``["d=10,20", "m=100"]`` -> ``{"d": ["10", "20"], "m": ["100"]}``."""
+    out: dict[str, list[str]] = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        key = key.strip()
+        vals = [v.strip() for v in values.split(",")]
+        if not sep or not key.isidentifier() or not all(vals):
+            raise InputError(f"--vary {item!r}: expected KEY=V1,V2,..., e.g. --vary d=10,20,40")
+        out[key] = vals
+    return out
+
+
+@app.command()
+def robustness(
+    targets: Annotated[list[str], typer.Argument(
+        metavar="TARGET", help="Experiment ids, paper keys or 'all'.", show_default=False)],
+    vary: Annotated[list[str] | None, typer.Option(
+        "--vary", metavar="KEY=V1,V2,...", help="Settings to try (repeatable: the full grid); "
+        "default: the experiment's robustness axes, one at a time.", show_default=False)] = None,
+    seeds: Annotated[int | None, typer.Option(
+        help="Seeds (independent reruns) per setting; default 5, fewer to stay within 15 "
+             "minutes per experiment.", show_default=False)] = None,
+    scale: Annotated[str, typer.Option(help="quick or paper.")] = "quick",
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    out: Annotated[str, typer.Option(help="Output directory (as for reproduce).")] = "runs",
+    resume: Annotated[bool, typer.Option(help="Keep stored units of an interrupted "
+                                              "robustness run.")] = False,
+    workers: Annotated[int, typer.Option(help="Local worker processes.")] = 1,
+    backend: Annotated[str, typer.Option(help="local or ray.")] = "local",
+    address: Annotated[str | None, typer.Option(help="Ray cluster address.",
+                                                show_default=False)] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Run even if the estimate exceeds "
+                                                          "an hour.")] = False,
+) -> None:
+    """Re-check claims across settings and seeds: where does each claim hold?"""
+    with _guard():
+        _choice("--scale", scale, SCALES)
+        _choice("--device", device, DEVICES)
+        from lazylab.runner.backends import check_backend
+        from lazylab.runner.params import check_seeds
+
+        if seeds is not None:
+            check_seeds(seeds, "--seeds")
+        check_backend(backend, workers)
+        out_dir = check_out(out)
+        varied = parse_vary(list(vary or []))
+
+        import matplotlib
+        from rich import progress as rp
+
+        from lazylab.device import resolve_device
+        from lazylab.report import write_report
+        from lazylab.robustness import estimate_seconds, run_robustness
+        from lazylab.runner import ExecutionPolicy
+
+        matplotlib.use("Agg")
+        try:
+            dev = resolve_device(device)
+        except ValueError as e:
+            raise InputError(str(e)) from None
+        exps = select_experiments(targets)
+        policy = ExecutionPolicy()
+        plans = [estimate_seconds(e, scale, dev, varied, seeds, policy) for e in exps]
+        console = _out()
+        for e, (n_set, reps, secs) in zip(exps, plans, strict=True):
+            console.print(f"estimate {e.id}: {n_set} settings x {reps} seeds, "
+                          f"{_duration(secs)} on one worker", highlight=False)
+        total = sum(p[2] for p in plans) / workers
+        if total > 3600 and not yes:
+            raise InputError(f"estimated time {total / 3600:.1f} h exceeds 1 h; pass --yes to "
+                             "run it anyway, or fewer --seeds / --vary values")
+        _open_store(out_dir).close()
+        columns = (rp.SpinnerColumn(), rp.TextColumn("{task.description}"), rp.BarColumn(),
+                   rp.MofNCompleteColumn(), rp.TimeElapsedColumn())
+        lines: list[str] = []
+        with rp.Progress(*columns, console=_err(), transient=True) as progress:
+            sink = _RichProgress(progress)
+            for e, (_, reps, _) in zip(exps, plans, strict=True):
+                _, _, summary = run_robustness(
+                    e, scale, out_dir, device=dev, vary=varied, seeds=reps, workers=workers,
+                    backend=backend, address=address, resume=resume, policy=policy,
+                    progress=sink)
+                lines += [f"{e.id} {cid}: {line}" for cid, line in summary.items()]
+        for line in lines:
+            console.print(escape(line), highlight=False, soft_wrap=True)
+        md, page = write_report(out_dir)
+        console.print(f"robustness in {out_dir}/ID/robustness.csv, report: {page} and {md}")
 
 
 def main() -> None:

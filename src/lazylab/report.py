@@ -450,6 +450,60 @@ def reproduce_command(exp_id: str, config: dict[str, Any]) -> str:
 _LINKS = ("results.csv", "claims.json", "config.json")
 
 
+def _robustness(out_dir: Path) -> list[dict[str, Any]]:
+    """Experiments in ``out_dir`` with a robustness.json (lazylab robustness), by name."""
+    found = []
+    for sub in sorted(p for p in out_dir.iterdir() if p.is_dir()):
+        try:
+            data = json.loads((sub / "robustness.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("summary"), dict):
+            found.append({"dir": sub.name, "data": data,
+                          "png": f"{sub.name}/robustness.png"
+                          if (sub / "robustness.png").is_file() else None})
+    return found
+
+
+def _robustness_md(out_dir: Path) -> list[str]:
+    rob = _robustness(out_dir)
+    if not rob:
+        return []
+    lines = ["", "## Robustness", "",
+             "Each claim re-checked across settings and seeds (`lazylab robustness`); a claim "
+             "holds at a setting when it held for most seeds.", ""]
+    for r in rob:
+        d = r["data"]
+        lines += [f"### {_md(d.get('experiment', r['dir']))}", "",
+                  f"{len(d.get('settings', []))} settings x {_md(d.get('seeds'))} seeds; "
+                  f"data: [robustness.csv]({r['dir']}/robustness.csv)", ""]
+        if r["png"]:
+            lines += [f"![robustness of {_md(r['dir'])}]({r['png']})", ""]
+        lines += [f"- {_md(cid)}: {_md(text)}" for cid, text in d["summary"].items()]
+    return lines
+
+
+def _robustness_html(out_dir: Path) -> list[str]:
+    rob = _robustness(out_dir)
+    if not rob:
+        return []
+    out = ["<h2 id='robustness'>Robustness</h2>",
+           "<p>Each claim re-checked across settings and seeds (<code>lazylab robustness</code>);"
+           " a claim holds at a setting when it held for most seeds.</p>"]
+    for r in rob:
+        d = r["data"]
+        out.append(f"<section class='robustness' data-id='{_h(r['dir'])}'>"
+                   f"<h3>{_h(d.get('experiment', r['dir']))}</h3><p>"
+                   f"{len(d.get('settings', []))} settings x {_h(d.get('seeds'))} seeds; data: "
+                   f"<a href='{_h(r['dir'])}/robustness.csv'>robustness.csv</a></p>")
+        if r["png"]:
+            out.append(f"<img class='figure' src='{_h(r['png'])}' alt='robustness of "
+                       f"{_h(r['dir'])}'>")
+        out.append("<ul>" + "".join(f"<li><b>{_h(cid)}</b>: {_h(text)}</li>"
+                                    for cid, text in d["summary"].items()) + "</ul></section>")
+    return out
+
+
 def _render_md(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
     lines = ["# lazylab report", "", f"Output directory {_md(out_dir)}, written {stamp}.", "",
              "| experiment | paper | figure | scale | seeds | device | claims |",
@@ -486,6 +540,7 @@ def _render_md(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
                   "", "| parameter | value |", "|---|---|"]
         for k, v in (c.get("params") or {}).items():
             lines.append(f"| {_md(k)} | {_md(format_value(v))} |")
+    lines += _robustness_md(out_dir)
     return "\n".join(lines) + "\n"
 
 
@@ -552,6 +607,7 @@ def _render_html(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
         for k, v in (c.get("params") or {}).items():
             out.append(f"<tr><td>{_h(k)}</td><td>{_h(format_value(v))}</td></tr>")
         out.append("</table></details></section>")
+    out += _robustness_html(out_dir)
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 

@@ -51,6 +51,8 @@ class RunOutcome:
     computed: int = 0
     reused: int = 0
     wall_seconds: float = 0.0
+    #: The assembled results table (simulation rows with ``seed``, then theory rows).
+    rows: list[dict[str, Any]] = field(default_factory=list)
 
 
 _WHY = {"code_version": "the experiment's code changed",
@@ -183,6 +185,7 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
             if missing:  # only if the store was changed under us
                 raise RuntimeError(f"{missing} unit(s) vanished from the store during the run")
             out.claims = finish_experiment(exp, spec.params, rows, exp_dir)
+            out.rows = rows
         except StoreFault:
             save("failed")
             raise
