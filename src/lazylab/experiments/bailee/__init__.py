@@ -6,7 +6,9 @@ Importing this package registers ``bailee-coupling`` (C4), ``bailee-expressivity
 
 from lazylab.experiments.bailee.coupling import Coupling
 from lazylab.experiments.bailee.expressivity import Expressivity
+from lazylab.experiments.bailee.generalization import Generalization
 from lazylab.experiments.bailee.higher_order import HigherOrder
+from lazylab.experiments.bailee.landscape import Landscape
 from lazylab.experiments.bailee.xor import Xor
 
-__all__ = ["Coupling", "Expressivity", "HigherOrder", "Xor"]
+__all__ = ["Coupling", "Expressivity", "Generalization", "HigherOrder", "Landscape", "Xor"]

@@ -38,6 +38,7 @@ __all__ = [
     "expected_sign_hessian_form",
     "landscape_gap",
     "lemma1_terms",
+    "squared_landscape_terms",
     "loss_derivatives",
 ]
 
@@ -156,3 +157,98 @@ def lemma1_terms(net: TwoLayerNet, X: torch.Tensor, y: torch.Tensor, U: torch.Te
     rhs = d1 - 2.0 * (val - lq_star)
     return {"term_I": term_I, "term_II": term_II, "lhs": term_I + term_II, "rhs": rhs,
             "risk": val, "risk_star": lq_star}
+
+
+def _neuron_blocks(m: int, n: int, block_elems: int) -> list[slice]:
+    """Column (neuron) slices whose (n x block) arrays hold about ``block_elems`` numbers."""
+    step = max(1, int(block_elems) // max(int(n), 1))
+    return [slice(s, min(s + step, m)) for s in range(0, m, step)]
+
+
+def squared_landscape_terms(net: TwoLayerNet, X: torch.Tensor, y: torch.Tensor,
+                            U: torch.Tensor, U_star: torch.Tensor, *,
+                            block_elems: int = 1 << 21) -> dict[str, float]:
+    """The exact pieces of Lemma 1 and Theorem 2 at U for the squared loss l = (y - z)^2 / 2.
+
+    With Z = X W0^T, V = X U^T, C = X U*^T (n x m), P_k = sigma^(k)(Z + V),
+    M_k = sigma^(k)(Z - V), s = s_m, the randomized risk is exact (spec Sec. 3.3),
+
+        L~(U) = (1/2) mean_i [(y_i - mu_i)^2 + v_i],
+        mu_i = s sum_r a_r (P0 + M0)_ir / 2,   v_i = s^2 sum_r a_r^2 h_ir^2,  h = (P0 - M0) / 2,
+
+    and so are its derivatives. Along U itself (all rows scaled together)
+
+        <grad L~(U), U> = mean_i [-(y_i - mu_i) mu'_i + v'_i / 2],
+        mu' = s sum_r a_r (P1 - M1) V / 2,   v' = s^2 sum_r a_r^2 2 h (P1 + M1) V / 2,
+
+    and, since E_Sigma' grad^2 L~[U* Sigma', U* Sigma'] is the sum over rows r of the form along
+    e_r u*_r (the cross terms average out), each row r moving only its own column,
+
+        LHS~ = sum_r mean_i [ (dmu_ir)^2 - (y_i - mu_i) d2mu_ir
+                              + s^2 a_r^2 ((dh_ir)^2 + h_ir d2h_ir) ],
+        dmu = s a (P1 - M1) C / 2,  d2mu = s a (P2 + M2) C^2 / 2,
+        dh = (P1 + M1) C / 2,       d2h = (P2 - M2) C^2 / 2.
+
+    For the clean risk L^Q (f^Q_U = (s/2) sum_r a_r sigma''(Z) V^2, l' = f^Q - y, l'' = 1;
+    Bai & Lee 2020, Lemma 1 and App. B.1):
+
+        L^Q(U) = (1/2) mean (f^Q_U - y)^2,   <grad L^Q(U), U> = 2 mean l' f^Q_U,
+        term I = 2 mean l' f^Q_{U*},   E term II = mean s^2 sum_r a_r^2 sigma''(Z)^2 V^2 C^2.
+
+    Returns
+    -------
+    dict with ``risk_q``, ``grad_q`` (<grad L^Q, U>), ``term_I``, ``term_II``, ``risk_q_star``
+    (L^Q(U*)), ``risk_tilde``, ``grad_tilde``, ``hess_tilde`` (LHS~). The Lemma 1 violation
+    at OPT = L^Q(U*) is term_I + term_II - grad_q + 2 (risk_q - risk_q_star) and the Theorem 2
+    one hess_tilde - grad_tilde + 2 (risk_tilde - risk_q_star).
+    """
+    if U.shape != net.W.shape or U_star.shape != net.W.shape:
+        raise ValueError(f"U and U_star must have the shape of W {tuple(net.W.shape)}")
+    n, m = X.shape[0], net.width
+    s, act = net.scale, net.act
+    W0, a = net.W.detach(), net.a.detach()
+    blocks = _neuron_blocks(m, n, block_elems)
+    mu = torch.zeros(n, dtype=X.dtype, device=X.device)
+    var = torch.zeros_like(mu)
+    fq = torch.zeros_like(mu)
+    fq_star = torch.zeros_like(mu)
+    with torch.no_grad():
+        for b in blocks:  # pass 1: the sums over neurons
+            Z, V, C = X @ W0[b].T, X @ U[b].T, X @ U_star[b].T
+            P0, M0 = act(Z + V), act(Z - V)
+            mu += s * (0.5 * (P0 + M0)) @ a[b]
+            var += s**2 * (0.5 * (P0 - M0)) ** 2 @ a[b] ** 2
+            D2 = act.deriv(Z, 2)
+            fq += 0.5 * s * (D2 * V**2) @ a[b]
+            fq_star += 0.5 * s * (D2 * C**2) @ a[b]
+        res, lq = y - mu, fq - y
+        dmu_sum = torch.zeros_like(mu)
+        dv_sum = torch.zeros_like(mu)
+        hess = 0.0
+        term2 = 0.0
+        for b in blocks:  # pass 2: derivatives (row-separable)
+            Z, V, C = X @ W0[b].T, X @ U[b].T, X @ U_star[b].T
+            P0, M0 = act(Z + V), act(Z - V)
+            P1, M1 = act.deriv(Z + V, 1), act.deriv(Z - V, 1)
+            P2, M2 = act.deriv(Z + V, 2), act.deriv(Z - V, 2)
+            h = 0.5 * (P0 - M0)
+            ab, a2 = a[b], a[b] ** 2
+            dmu_sum += s * (0.5 * (P1 - M1) * V) @ ab
+            dv_sum += s**2 * (2 * h * 0.5 * (P1 + M1) * V) @ a2
+            dmu = 0.5 * s * (P1 - M1) * C * ab
+            d2mu = 0.5 * s * (P2 + M2) * C**2 * ab
+            dh, d2h = 0.5 * (P1 + M1) * C, 0.5 * (P2 - M2) * C**2
+            per = dmu**2 - res[:, None] * d2mu + s**2 * a2 * (dh**2 + h * d2h)
+            hess += float(per.sum(1).mean())
+            D2 = act.deriv(Z, 2)
+            term2 += float((s**2 * (D2**2 * V**2 * C**2) @ a2).mean())
+    return {
+        "risk_q": float(0.5 * (lq**2).mean()),
+        "grad_q": float(2 * (lq * fq).mean()),
+        "term_I": float(2 * (lq * fq_star).mean()),
+        "term_II": term2,
+        "risk_q_star": float(0.5 * ((fq_star - y) ** 2).mean()),
+        "risk_tilde": float(0.5 * (res**2 + var).mean()),
+        "grad_tilde": float((-res * dmu_sum + 0.5 * dv_sum).mean()),
+        "hess_tilde": hess,
+    }
