@@ -34,6 +34,7 @@ def register(cls: type[Experiment]) -> type[Experiment]:
 
 #: Modules whose import registers experiments (one per paper).
 PAPER_MODULES: tuple[str, ...] = (
+    "lazylab.experiments.allenzhu",
     "lazylab.experiments.arora",
     "lazylab.experiments.bailee",
     "lazylab.experiments.ghorbani",

@@ -1,0 +1,304 @@
+"""allenzhu-performance: Fig. 2, test error vs width m on T1 (Allen-Zhu & Li 2019, Sec. 8.1; C6).
+
+T1: x uniform on {-1, 1}^d, k = d/2 outputs, H = beta F + alpha G(F) with F the k pair products
+and G the signed product of F_1..F_4 (a degree-8 parity of x); test error E ||out - H||^2 summed
+over outputs. Predicting beta F exactly leaves k alpha^2 = 1.35 (the dashed line): below it, a
+learner has learned part of the composite signal alpha G(F).
+
+Panels: (a) N = ``n_all`` samples, training all layers; (b) N = ``n_hidden``, training the hidden
+layers (3resnet: W, V; 3layer: W, U; 2layer: W). Learners 3resnet (bottleneck ResNet, Sec. 6),
+3layer and 2layer MLPs at each width, each also as kernels: "(last)" = ridge on the frozen random
+last hidden layer (conjugate kernel; the ResNet's inner A untied) and "(NTK)" = the network
+linearized at its init, trained by the same SGD grid. Width-free baselines: kernel ridge with the
+Gaussian kernel exp(-||x - y||^2 / (2d)) and the closed-form two-layer ReLU NTK on (x, 1).
+
+Protocol (Sec. 8.1): SGD, momentum 0.9, batch 50, lr / 10 at half the epochs, the {1, 2, 5} x
+10^k grid of lr x weight decay trained as one batched ensemble
+(:func:`lazylab.train.ensemble.train_grid`), init N(0, 1/m) for every entry with biases.
+The samples come from ``data_seed`` (shared by every learner of a panel); the unit seed varies
+the initialization and the batch order. Selection: the paper's (best *test* error) and a
+held-out validation set of ``n_val`` fresh samples; both are stored (facet ``selection``),
+the figure shows the paper's.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import torch
+from pydantic import Field, field_validator
+
+from lazylab.errors import InputError
+from lazylab.experiments import register
+from lazylab.experiments.allenzhu.common import (
+    ARCHS,
+    PAPER,
+    fit_kernel,
+    fit_ridge,
+    fit_sgd,
+    make_learner,
+    t1_data,
+)
+from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
+from lazylab.experiments.style import finish, method_color
+from lazylab.experiments.toolkit import K_SE, sub_generator
+from lazylab.seeding import derive_seed
+from lazylab.train.ensemble import decade_grid
+
+__all__ = ["Performance", "T1Params"]
+
+KERNEL_BASELINES = ("gaussian kernel", "ReLU NTK kernel")
+ERR = "test_error"
+
+
+class T1Params(ExperimentParams):
+    """The T1 task and the Sec. 8.1 training protocol (shared with allenzhu-alpha)."""
+
+    d: int = Field(30, ge=8, le=200, description="input dimension (even); k = d/2 outputs")
+    alpha: float = Field(0.3, gt=0, le=1, description="composite weight alpha")
+    n_all: int = Field(500, ge=50, le=1_000_000, description="N for panel (a), all layers")
+    n_hidden: int = Field(1000, ge=50, le=1_000_000,
+                          description="N for panel (b), hidden layers")
+    n_val: int = Field(250, ge=50, le=1_000_000,
+                       description="fresh validation samples (validation selection)")
+    n_test: int = Field(2000, ge=200, le=1_000_000, description="fresh test samples")
+    widths: list[int] = Field([32, 128], min_length=1, description="widths m")
+    epochs: int = Field(12, ge=2, le=10_000, description="SGD epochs (lr / 10 at half)")
+    batch_size: int = Field(50, ge=1, le=100_000, description="mini-batch size")
+    lr_decades: tuple[int, int] = Field((-2, -1), description="lr grid {1,2,5} x 10^k, k range")
+    wds: list[float] = Field([0.0, 1e-3], min_length=1,
+                             description="weight decays of the grid")
+    init: Literal["normal", "fan"] = Field(
+        "normal", description="N(0, 1/m) entries (Sec. 8.1) or std 1/(sqrt fan_in + sqrt fan_out)")
+    panels: list[Literal["a", "b"]] = Field(["a", "b"], min_length=1,
+                                            description="(a) all layers, (b) hidden layers")
+    data_seed: int = Field(0, ge=0, description="seed of the training/validation/test samples")
+    max_group: int = Field(64, ge=1, le=10_000,
+                           description="configurations trained at once (memory)")
+
+    @field_validator("d")
+    @classmethod
+    def _even(cls, v: int) -> int:
+        if v % 2:
+            raise ValueError("d must be even (k = d/2 pair products)")
+        return v
+
+    @field_validator("widths")
+    @classmethod
+    def _widths(cls, v: list[int]) -> list[int]:
+        if any(m < 2 or m > 100_000 for m in v):
+            raise ValueError("every width must be in [2, 100000]")
+        return sorted(set(v))
+
+    @field_validator("wds")
+    @classmethod
+    def _wds(cls, v: list[float]) -> list[float]:
+        if any(w < 0 for w in v):
+            raise ValueError("weight decays must be >= 0")
+        return v
+
+    @property
+    def k(self) -> int:
+        return self.d // 2
+
+    def lrs(self) -> list[float]:
+        return decade_grid(*self.lr_decades)
+
+
+def check_t1(p: T1Params) -> None:
+    """Parameter combinations T1Params cannot express field by field."""
+    lo, hi = p.lr_decades
+    if lo > hi or lo < -8 or hi > 2:
+        raise InputError("--set lr_decades: need -8 <= k_min <= k_max <= 2")
+
+
+def panel_mode(panel: str) -> tuple[str, str]:
+    """Panel -> (training mode, name of the N parameter)."""
+    return ("all", "n_all") if panel == "a" else ("hidden", "n_hidden")
+
+
+def fit_unit(p: T1Params, arch: str, mode: str, m: int, n: int, beta: float, seed: int,
+             data_seed: int, device: torch.device) -> Any:
+    """Train one learner in one mode (SGD grid or ridge) and return its Fit."""
+    data = t1_data(p.d, p.alpha, beta, n, p.n_val, p.n_test, data_seed, device)
+    net = make_learner(arch, p.d, p.k, m, untied=(mode == "last"), init=p.init,
+                       generator=sub_generator(seed, "init"), device=device)
+    if mode == "last":
+        with torch.no_grad():
+            return fit_ridge(net.features(data.X), net.features(data.Xv),
+                             net.features(data.Xt), data)
+    return fit_sgd(net, data, mode=mode, lrs=p.lrs(), wds=p.wds, epochs=p.epochs,
+                   batch_size=p.batch_size, seed=seed, max_group=p.max_group)
+
+
+def fit_rows(method: str, x_name: str, x: float, fit: Any, **facets: Any) -> list[dict]:
+    """test_error / test_error_se / train_error rows for both selections."""
+    out = []
+    for sel in ("test", "val"):
+        f = dict(facets, selection=sel)
+        out += [row(method, x_name, x, ERR, fit.test[sel], **f),
+                row(method, x_name, x, "test_error_se", fit.se[sel], **f),
+                row(method, x_name, x, "train_error", fit.train[sel], **f)]
+    return out
+
+
+@register
+class Performance(Experiment):
+    id = "allenzhu-performance"
+    paper = PAPER
+    figure = "Fig. 2(a)(b)"
+    summary = ("test error vs width for 3resnet / 3layer / 2layer trained (all) and (hidden) and "
+               "as kernels (last, NTK), with ridge baselines and the k alpha^2 = 1.35 line")
+    Params = T1Params
+    scales = {"quick": {}, "paper": {
+        "widths": [20, 50, 100, 200, 500, 1000, 2000], "epochs": 800, "lr_decades": (-4, 0),
+        "n_val": 500, "n_test": 20000,
+        "wds": [0.0, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3],
+        "max_group": 40}}
+    est_seconds = {"quick": 110.0, "paper": 6 * 3600.0}
+    robustness_axes = {"epochs": [8, 12, 16], "n_test": [1000, 2000, 4000]}
+    smoke = {"d": 10, "widths": [8], "epochs": 2, "n_all": 100, "n_hidden": 100,
+             "n_val": 100, "n_test": 400, "lr_decades": (-2, -2), "wds": [0.0],
+             "panels": ["a"]}
+
+    def validate(self, p: T1Params) -> None:
+        check_t1(p)
+
+    def statements(self, p: T1Params) -> dict[str, str]:
+        thr = p.k * p.alpha ** 2
+        out = {}
+        for panel in p.panels:
+            mode, nkey = panel_mode(panel)
+            n = getattr(p, nkey)
+            out[f"kernels-above-{panel}"] = (
+                f"({panel}) N = {n}: every kernel method ((last), (NTK) at every width, Gaussian "
+                f"and ReLU-NTK ridge) has test error >= k alpha^2 = {thr:g}")
+            out[f"resnet-lowest-{panel}"] = (
+                f"({panel}) N = {n}: 3resnet({mode}) has the lowest test error of all learners at "
+                f"the largest width m = {max(p.widths)}")
+            out[f"resnet-below-{panel}"] = (
+                f"({panel}) N = {n}: 3resnet({mode}) goes below k alpha^2 = {thr:g} at the "
+                f"largest width (learns part of alpha G(F); open at reduced scale)")
+        return out
+
+    def units(self, p: T1Params) -> list[dict[str, Any]]:
+        out = []
+        for panel in p.panels:
+            mode = panel_mode(panel)[0]
+            for arch in ARCHS:
+                for mm in (mode, "last", "NTK"):
+                    out += [{"panel": panel, "arch": arch, "mode": mm, "m": m} for m in p.widths]
+            out += [{"panel": panel, "kernel": kern} for kern in KERNEL_BASELINES]
+        return out
+
+    def run_unit(self, p: T1Params, key: dict[str, Any], seed: int,
+                 device: torch.device) -> list[dict[str, Any]]:
+        panel = key["panel"]
+        n = getattr(p, panel_mode(panel)[1])
+        # Every learner of a panel sees the same samples (drawn from data_seed and the panel);
+        # the unit seed varies the initialization and the mini-batch order.
+        data_seed = derive_seed("allenzhu-t1", p.data_seed, panel)
+        if "kernel" in key:
+            data = t1_data(p.d, p.alpha, 1.0, n, p.n_val, p.n_test, data_seed, device)
+            fit = fit_kernel("gaussian" if key["kernel"] == KERNEL_BASELINES[0] else "relu-ntk",
+                             data)
+            return fit_rows(key["kernel"], "N", n, fit, panel=panel, arch="kernel",
+                            mode="ridge")
+        arch, mode, m = key["arch"], key["mode"], int(key["m"])
+        fit = fit_unit(p, arch, mode, m, n, 1.0, seed, data_seed, device)
+        return fit_rows(f"{arch}({mode})", "m", m, fit, panel=panel, arch=arch, mode=mode)
+
+    def theory(self, p: T1Params) -> list[dict[str, Any]]:
+        thr = p.k * p.alpha ** 2
+        return [row("k alpha^2", "m", m, ERR, thr, kind="theory") for m in p.widths]
+
+    def claims(self, p: T1Params, results: Results) -> list[Claim]:
+        st = self.statements(p)
+        thr = p.k * p.alpha ** 2
+        out = []
+        mc = (f"Monte Carlo error of the test error on n_test fresh samples (SE from the "
+              f"per-sample squared errors); tolerance K_SE = {K_SE:g} SE; paper selection")
+        for panel in p.panels:
+            mode = panel_mode(panel)[0]
+            cells = _cells(results, panel)
+            kern = {k: v for k, v in cells.items() if k[1] in ("last", "NTK", "ridge")}
+            if kern:
+                (meth, _, x), (err, se) = min(kern.items(),
+                                              key=lambda kv: kv[1][0] + K_SE * kv[1][1])
+                out.append(Claim.verdict(
+                    f"kernels-above-{panel}", st[f"kernels-above-{panel}"],
+                    err + K_SE * se >= thr, err, thr, K_SE * se,
+                    mc + "; measured = the lowest kernel error (" + f"{meth} at {x:g})",
+                    {"method": meth, "x": x}))
+            else:
+                out.append(Claim.not_applicable(f"kernels-above-{panel}",
+                                                st[f"kernels-above-{panel}"], "no kernel rows"))
+            mmax = max(p.widths)
+            learners = {k: v for k, v in cells.items() if k[2] == mmax}
+            res_key = (f"3resnet({mode})", mode, mmax)
+            if res_key not in learners:
+                for cid in ("resnet-lowest", "resnet-below"):
+                    out.append(Claim.not_applicable(f"{cid}-{panel}", st[f"{cid}-{panel}"],
+                                                    "no 3resnet row at the largest width"))
+                continue
+            err, se = learners.pop(res_key)
+            others = {k: v for k, v in learners.items()}
+            others.update({k: v for k, v in cells.items() if k[1] == "ridge"})
+            (omin, _, _), (oerr, ose) = min(others.items(), key=lambda kv: kv[1][0])
+            tol = K_SE * math.hypot(se, ose)
+            out.append(Claim.verdict(
+                f"resnet-lowest-{panel}", st[f"resnet-lowest-{panel}"], err - oerr <= tol,
+                err - oerr, 0.0, tol,
+                mc + "; measured = 3resnet error - best other learner's error (" + omin + "), "
+                "tolerance K_SE x SE of the difference", {"best_other": omin, "other": oerr}))
+            out.append(Claim.verdict(
+                f"resnet-below-{panel}", st[f"resnet-below-{panel}"],
+                err + K_SE * se < thr, err, thr, K_SE * se,
+                mc + "; held iff the error is below k alpha^2 by more than K_SE SE",
+                {"threshold": thr}))
+        return out
+
+    def plot(self, p: T1Params, results: Results):
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(5.5 * len(p.panels), 4.2))
+        thr = p.k * p.alpha ** 2
+        for i, panel in enumerate(p.panels):
+            ax = fig.add_subplot(1, len(p.panels), i + 1)
+            mode, nkey = panel_mode(panel)
+            for arch in ARCHS:
+                for mm, ls in ((mode, "-"), ("last", ":"), ("NTK", "--")):
+                    meth = f"{arch}({mm})"
+                    s = results.series(meth, ERR, panel=panel, selection="test")
+                    if len(s.x):
+                        ax.errorbar(s.x, s.mean, yerr=K_SE * s.sem if s.n.min() > 1 else None,
+                                    fmt="o" + ls, ms=4, color=method_color(arch), label=meth)
+            for kern, c in zip(KERNEL_BASELINES, ("grey", "black"), strict=True):
+                v = results.select(method=kern, metric=ERR, panel=panel, selection="test")
+                if v:
+                    ax.axhline(sum(r["value"] for r in v) / len(v), color=c, ls="-.", lw=1,
+                               label=kern)
+            ax.axhline(thr, color="red", ls="--", lw=1.2, label=f"k alpha^2 = {thr:g}")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            finish(ax, xlabel="m = number of hidden neurons", ylabel="test error",
+                   title=f"({panel}) N = {getattr(p, nkey)}, {mode} layers vs kernels "
+                         f"[paper selection: best test error]")
+            ax.legend(fontsize=6, ncol=2)
+        return fig
+
+
+def _cells(results: Results, panel: str) -> dict[tuple[str, str, float], tuple[float, float]]:
+    """(method, mode, x) -> (mean test error, SE) under the paper's selection, over seeds."""
+    out = {}
+    for r in results.select(kind="simulation", metric=ERR, panel=panel, selection="test"):
+        key = (r["method"], r["mode"], float(r["x"]))
+        out.setdefault(key, []).append(float(r["value"]))
+    se: dict[tuple[str, str, float], list[float]] = {}
+    for r in results.select(kind="simulation", metric="test_error_se", panel=panel,
+                            selection="test"):
+        se.setdefault((r["method"], r["mode"], float(r["x"])), []).append(float(r["value"]))
+    return {k: (sum(v) / len(v),
+                math.sqrt(sum(s * s for s in se.get(k, [0.0]))) / len(se.get(k, [0.0])))
+            for k, v in out.items()}
