@@ -25,9 +25,14 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 
+# Each benchmark prints its numbers and merges them into runs/bench.json ($$LAZYLAB_BENCH_JSON).
 bench: $(STAMP)
 	$(BIN)/python bench/bench_ntk.py
 	$(BIN)/python bench/bench_empirical_ntk.py
+	$(BIN)/python bench/bench_gd_step.py
+	$(BIN)/python bench/bench_kernel_solver.py
+	$(BIN)/python bench/bench_ghorbani_nt.py --d 100 --N 50
+	@echo "ratios and times: $${LAZYLAB_BENCH_JSON:-runs/bench.json}"
 
 clean:
 	rm -rf $(VENV) runs

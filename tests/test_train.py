@@ -321,3 +321,27 @@ def test_losses_and_validation() -> None:
         fit(Linear(2), data=(F, y), lr=-1.0, steps=1)
     with pytest.raises(ValueError, match="loss must be one of"):
         fit(Linear(2), data=(F, y), loss="hinge", lr=0.1, steps=1)
+
+
+def test_stop_callback_ends_training_at_a_logged_step() -> None:
+    """stop(t, history) -> True at a logged step ends the run there: the history ends at t,
+    the parameters are those after t updates (equal to a run of exactly t steps)."""
+    from lazylab.train import fit as fit_
+
+    def problem() -> tuple[torch.nn.Module, tuple[torch.Tensor, torch.Tensor]]:
+        g = torch.Generator().manual_seed(5)
+        X = torch.randn(40, 3, generator=g, dtype=torch.float64)
+        y = X @ torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+        model = torch.nn.Linear(3, 1, bias=False).double()
+        torch.nn.init.zeros_(model.weight)
+        return model, (X, y.unsqueeze(1))
+
+    m1, data = problem()
+    h = fit_(m1, data=data, lr=0.05, steps=500, log_steps=range(0, 501, 10),
+             stop=lambda t, hist: hist.train_loss[-1] < 1e-3)
+    assert h.stopped and h.steps[-1] < 500 and h.train_loss[-1] < 1e-3 <= h.train_loss[-2]
+    m2, _ = problem()
+    fit_(m2, data=data, lr=0.05, steps=h.steps[-1], log_points=1)
+    assert torch.equal(m1.weight, m2.weight)
+    with pytest.raises(ValueError, match="stop"):
+        fit_(m2, data=data, lr=0.05, steps=1, stop=3)

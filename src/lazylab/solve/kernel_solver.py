@@ -146,12 +146,17 @@ class BlockedKernel:
 
     __call__ = matmul
 
-    def columns(self, idx: torch.Tensor) -> torch.Tensor:
-        """K[:, idx] (n, len(idx)) in float64, by row blocks."""
+    def columns(self, idx: torch.Tensor, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+        """K[:, idx] (n, len(idx)) in ``dtype``, by row blocks."""
         Xs = self.X[idx.to(self.device)]
         rows = max(1, block_elems(self.device, itemsize=4) // (3 * max(1, len(idx))))
-        return torch.cat([self.kernel(self.X[i:i + rows], Xs).double()
+        return torch.cat([self.kernel(self.X[i:i + rows], Xs).to(dtype)
                           for i in range(0, self.n, rows)])
+
+    def row_slices(self, cols: int) -> list[slice]:
+        """Row blocks of an (n, cols) float64 temporary within one memory block."""
+        rows = max(1, block_elems(self.device) // max(1, cols))
+        return [slice(i, min(self.n, i + rows)) for i in range(0, self.n, rows)]
 
     def cross(self, Xnew: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
         """k(Xnew, X) V (m, k) in float64, by row blocks of Xnew and column tiles of X."""
@@ -185,26 +190,39 @@ class NystromPreconditioner:
     @classmethod
     def build(cls, K: BlockedKernel, rank: int, *, ridge: float,
               generator: torch.Generator) -> NystromPreconditioner:
-        """Landmark Nystrom of rank ``rank`` with landmarks drawn uniformly by ``generator``."""
+        """Landmark Nystrom of rank ``rank`` with landmarks drawn uniformly by ``generator``.
+
+        Memory: one (n, r) float32 buffer (C, then F = C L^-T, then U, all in place) plus
+        row-block float64 temporaries and r x r matrices.
+        """
         n = K.n
         r = min(int(rank), n)
         idx = torch.randperm(n, generator=generator, device=generator.device)[:r].cpu()
-        C = K.columns(idx)                                  # (n, r) float64
-        W = C[idx.to(C.device)]
+        C = K.columns(idx, torch.float32)                    # (n, r) float32
+        W = C[idx.to(C.device)].double()
         W = (W + W.T) / 2
         nu = max(float(W.diagonal().sum()), 1e-300) * 1e-7 / r  # relative shift for chol
         L = torch.linalg.cholesky(W + nu * torch.eye(r, dtype=W.dtype, device=W.device))
-        F = torch.linalg.solve_triangular(L, C.T, upper=False).T  # C L^-T, (n, r)
-        del C
-        # thin SVD of F through the r x r Gram matrix F^T F = V diag(s^2) V^T
-        evals, V = torch.linalg.eigh(F.T @ F)
+        LinvT = torch.linalg.solve_triangular(
+            L, torch.eye(r, dtype=W.dtype, device=W.device), upper=False).T
+        FtF = torch.zeros(r, r, dtype=torch.float64, device=C.device)
+        blocks = K.row_slices(r)
+        for sl in blocks:                                    # F = C L^-T, in place
+            Fb = C[sl].double() @ LinvT
+            FtF += Fb.T @ Fb
+            C[sl] = Fb.to(torch.float32)
+        # thin SVD of F through F^T F = V diag(s^2) V^T
+        evals, V = torch.linalg.eigh(FtF)
         evals, V = evals.flip(0), V.flip(1)
-        keep = evals > evals[0] * 1e-10
-        s2, V = evals[keep], V[:, keep]
-        U = (F @ (V / s2.sqrt())).to(torch.float32)
-        lam = (s2 - nu).clamp_min(0)
-        keep = lam > 0
-        return cls(U[:, keep].contiguous(), lam[keep], float(ridge))
+        lam = evals - nu
+        keep = (evals > evals[0] * 1e-10) & (lam > 0)
+        s2, V, lam = evals[keep], V[:, keep], lam[keep]
+        T = V / s2.sqrt()
+        q = int(keep.sum())
+        for sl in blocks:                                    # U = F V diag(s)^-1, in place
+            C[sl, :q] = (C[sl].double() @ T).to(torch.float32)
+        U = C[:, :q].contiguous() if q < r else C
+        return cls(U, lam, float(ridge))
 
     @property
     def rank(self) -> int:

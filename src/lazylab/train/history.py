@@ -25,6 +25,7 @@ class History:
     diverged : whether the run stopped on a non-finite loss or parameter.
     regularizer : regularizer value at those steps (empty when there is none).
     message : the divergence message, when diverged.
+    stopped : whether a ``stop`` callback ended the run before its last step.
     """
 
     steps: list[int]
@@ -34,6 +35,7 @@ class History:
     diverged: bool = False
     regularizer: list[float] = field(default_factory=list)
     message: str = ""
+    stopped: bool = False
 
     @property
     def final_loss(self) -> float:

@@ -19,6 +19,11 @@ Batches (X_t, y_t): the whole training set (``"gd"``); minibatches of a fixed se
 every epoch or drawn with replacement (``"sgd"``); fresh samples from ``sampler`` every step
 (``"one_pass"``, as Ghorbani et al. 2019 and Allen-Zhu & Li 2019's Algorithm 1).
 
+The loop composes three parts: :class:`lazylab.train.batches.Batches` (batch t),
+:class:`lazylab.train.step.SGDStep` (the update: torch.optim.SGD plus noise) and the logging of
+:class:`lazylab.train.history.History` at chosen steps, with an optional ``stop`` callback
+(early stopping) and divergence checks.
+
 Example
 -------
 >>> import torch
@@ -35,35 +40,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 from torch import nn
 
 from lazylab.models.groups import is_group_name, param_group
+from lazylab.train.batches import Batch, Batches, Sampler, steps_per_epoch
 from lazylab.train.history import History, TrainingDiverged, log_spaced_steps
 from lazylab.train.losses import LossFn, get_loss
 from lazylab.train.schedules import Schedule
+from lazylab.train.step import ParamGroup, SGDStep
 
 __all__ = ["fit", "steps_per_epoch"]
 
-Batch = tuple[torch.Tensor, torch.Tensor]
-Sampler = Callable[[int, torch.Generator], Batch]
 ParamSpec = torch.Tensor | str | Mapping[str, Any]
 OPTIMIZERS = ("gd", "sgd", "one_pass")
-
-
-@dataclass
-class _Group:
-    params: list[torch.Tensor]
-    lr_scale: float
-    weight_decay: float
-
-
-def steps_per_epoch(n: int, batch_size: int) -> int:
-    """Updates in one epoch of minibatch SGD over n samples: ceil(n / batch_size)."""
-    return -(-int(n) // int(batch_size))
 
 
 def _nonneg(value: float, name: str, *, upper: float | None = None) -> float:
@@ -103,16 +95,16 @@ def _resolve_tensor(model: nn.Module, item: torch.Tensor | str) -> torch.Tensor:
 
 
 def _resolve_groups(model: nn.Module, params: Iterable[ParamSpec] | None,
-                    weight_decay: float) -> list[_Group]:
+                    weight_decay: float) -> list[ParamGroup]:
     """Parameter groups: tensors or names share the defaults; dicts
     {"params": [...], "lr_scale": s, "weight_decay": wd} form their own groups."""
     if params is None:
         ps = [p for p in model.parameters() if p.requires_grad]
         if not ps:
             raise ValueError("model has no parameter with requires_grad=True; pass params=")
-        return [_Group(ps, 1.0, weight_decay)]
+        return [ParamGroup(ps, 1.0, weight_decay)]
     default: list[torch.Tensor] = []
-    groups: list[_Group] = []
+    groups: list[ParamGroup] = []
     items = [params] if isinstance(params, torch.Tensor | str | Mapping) else list(params)
     for item in items:
         if isinstance(item, Mapping):
@@ -122,14 +114,14 @@ def _resolve_groups(model: nn.Module, params: Iterable[ParamSpec] | None,
                                  f"'lr_scale', 'weight_decay'; got keys {sorted(item)}")
             sub = item["params"]
             sub = [sub] if isinstance(sub, torch.Tensor | str) else list(sub)
-            groups.append(_Group([t for s in sub for t in _expand(model, s)],
+            groups.append(ParamGroup([t for s in sub for t in _expand(model, s)],
                                  _nonneg(item.get("lr_scale", 1.0), "lr_scale"),
                                  _nonneg(item.get("weight_decay", weight_decay),
                                          "weight_decay")))
         else:
             default.extend(_expand(model, item))
     if default:
-        groups.insert(0, _Group(default, 1.0, weight_decay))
+        groups.insert(0, ParamGroup(default, 1.0, weight_decay))
     seen: set[int] = set()
     for grp in groups:
         for p in grp.params:
@@ -152,40 +144,6 @@ def _check_data(data: Any) -> Batch:
     return X, y
 
 
-class _Batches:
-    """Batch t of each optimizer; every random draw comes from ``generator``."""
-
-    def __init__(self, optimizer: str, data: Batch | None, sampler: Sampler | None,
-                 batch_size: int | None, sampling: str, generator: torch.Generator | None):
-        self.optimizer, self.data, self.sampler = optimizer, data, sampler
-        self.b, self.sampling, self.gen = batch_size, sampling, generator
-        self._perm: torch.Tensor | None = None
-        if optimizer == "sgd":
-            assert data is not None and batch_size is not None
-            self.n = data[0].shape[0]
-            self.per_epoch = steps_per_epoch(self.n, batch_size)
-
-    def __call__(self, t: int) -> Batch:
-        if self.optimizer == "gd":
-            assert self.data is not None
-            return self.data
-        if self.optimizer == "one_pass":
-            assert self.sampler is not None and self.b is not None and self.gen is not None
-            return self.sampler(self.b, self.gen)
-        assert self.data is not None and self.b is not None and self.gen is not None
-        X, y = self.data
-        if self.sampling == "replacement":
-            idx = torch.randint(0, self.n, (self.b,), generator=self.gen, device=self.gen.device)
-        else:
-            j = t % self.per_epoch
-            if j == 0 or self._perm is None:
-                self._perm = torch.randperm(self.n, generator=self.gen,
-                                            device=self.gen.device).to(X.device)
-            idx = self._perm[j * self.b:(j + 1) * self.b]
-        idx = idx.to(X.device, non_blocking=True)
-        return X[idx], y[idx]
-
-
 def _default_forward(model: nn.Module, X: torch.Tensor) -> torch.Tensor:
     return model(X)
 
@@ -201,7 +159,8 @@ def fit(model: nn.Module, *, data: Batch | None = None, sampler: Sampler | None 
         noise_mode: Literal["gradient", "langevin"] = "gradient",
         sampling: Literal["epoch", "replacement"] = "epoch",
         forward: Callable[[nn.Module, torch.Tensor], torch.Tensor] | None = None,
-        check_every: int = 50, raise_on_divergence: bool = True) -> History:
+        check_every: int = 50, raise_on_divergence: bool = True,
+        stop: Callable[[int, History], bool] | None = None) -> History:
     """Train ``model`` in place by (stochastic) gradient descent; see the module docstring for
     the update rule.
 
@@ -242,6 +201,9 @@ def fit(model: nn.Module, *, data: Batch | None = None, sampler: Sampler | None 
         steps (one device sync each); 0 checks only at logged steps.
     raise_on_divergence : raise :class:`TrainingDiverged` (default) or return the history
         with ``diverged=True``.
+    stop : callable (step, history) -> bool, called at every logged step t < steps after the
+        step is recorded; True ends training there (parameters after t updates, the history
+        ending at step t, ``history.stopped = True``), e.g. early stopping on an eval_fn value.
 
     Returns
     -------
@@ -278,6 +240,8 @@ def fit(model: nn.Module, *, data: Batch | None = None, sampler: Sampler | None 
         raise ValueError("schedule must be a callable step -> lr multiplier")
     if regularizer is not None and not callable(regularizer):
         raise ValueError("regularizer must be a callable model -> scalar")
+    if stop is not None and not callable(stop):
+        raise ValueError("stop must be a callable (step, history) -> bool")
     if eval_fn is not None and not callable(eval_fn):
         raise ValueError("eval_fn must be a callable model -> dict[str, float]")
 
@@ -328,8 +292,9 @@ def fit(model: nn.Module, *, data: Batch | None = None, sampler: Sampler | None 
     loss_fn = get_loss(loss)
     fwd = forward if forward is not None else _default_forward
     sched = schedule
-    batches = _Batches(optimizer, data, sampler, batch_size, sampling, generator)
-    bufs = [[torch.zeros_like(p) for p in grp.params] for grp in groups] if momentum else None
+    batches = Batches(optimizer, data, sampler, batch_size, sampling, generator)
+    update = SGDStep(groups, momentum=momentum, nesterov=nesterov, noise_std=noise_std,
+                     noise_mode=noise_mode, generator=generator)
     hist = History(steps=[], train_loss=[], evals=[], lr=lr)
 
     def record(t: int, data_loss: torch.Tensor, reg: torch.Tensor | None) -> float:
@@ -401,28 +366,10 @@ def fit(model: nn.Module, *, data: Batch | None = None, sampler: Sampler | None 
                 return diverge(t, value)
         elif check_every and t % check_every == 0 and not bool(torch.isfinite(total)):
             return diverge(t, float(total.detach()))
+        if logged and stop is not None and stop(t, hist):
+            hist.stopped = True  # the parameters are those after t updates, the last logged
+            break
 
         grads = torch.autograd.grad(total, flat, allow_unused=True)
-        eta = lr * (sched(t) if sched is not None else 1.0)
-        with torch.no_grad():
-            k = 0
-            for gi, grp in enumerate(groups):
-                eta_g = eta * grp.lr_scale
-                for pi, p in enumerate(grp.params):
-                    g = grads[k]
-                    k += 1
-                    g = torch.zeros_like(p) if g is None else g
-                    if grp.weight_decay:
-                        g = g.add(p, alpha=grp.weight_decay)
-                    if noise_std and noise_mode == "gradient":
-                        g = g.add(torch.randn(p.shape, generator=generator, device=p.device,
-                                              dtype=p.dtype), alpha=noise_std)
-                    if bufs is not None:
-                        buf = bufs[gi][pi]
-                        buf.mul_(momentum).add_(g)
-                        g = g.add(buf, alpha=momentum) if nesterov else buf
-                    p.add_(g, alpha=-eta_g)
-                    if noise_std and noise_mode == "langevin":
-                        p.add_(torch.randn(p.shape, generator=generator, device=p.device,
-                                           dtype=p.dtype), alpha=math.sqrt(2 * eta_g) * noise_std)
+        update(grads, lr * (sched(t) if sched is not None else 1.0))
     return hist
