@@ -200,15 +200,15 @@ def test_complexity_claims_fail_when_tilted(complexity):
 
 # ---------------------------------------------------------------------------- learnability
 def test_learnability_small_and_falsified():
-    p, res, claims = run("arora-learnability", {"n_train": 48, "n_points": 3, "width": 300,
+    p, res, claims = run("arora-learnability", {"n_train": 48, "n_points": 4, "width": 300,
                                                 "steps": 100, "mc_draws": 4}, seeds=2)
     ns, rnd, _, _ = res.series("random labels", "rkhs_norm")
-    assert list(ns) == [12, 24, 48]
+    assert list(ns) == [6, 12, 24, 48]
     assert claims["theorem-6.1"].held and claims["theorem-6.1"].is_consistency
     assert claims["random-slope"].status in ("held", "failed")
     assert claims["lemma-5.3"].status in ("held", "failed")
     slope = claims["random-slope"]
-    steep = tilt(res, lambda r: (r["x"] / 12) ** (2 * slope.tolerance + 0.1),
+    steep = tilt(res, lambda r: (r["x"] / 6) ** (2 * slope.tolerance + 0.1),
                  method="random labels", metric="rkhs_norm")
     assert verdicts("arora-learnability", p, steep)["random-slope"].failed
     far = tilt(res, 2.0, metric="distance")

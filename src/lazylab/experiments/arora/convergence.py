@@ -225,8 +225,11 @@ class Convergence(Experiment):
                       for k in common)
             margins[init_label(init, kappa)] = gap
             worst = min(worst, gap)
+        runs = " and ".join(init_label(i, k) for i, k in inits(p))
+        statement = self.claim_statements["ordering"].replace(
+            "every initialization run", runs)
         return Claim.verdict(
-            "ordering", self.claim_statements["ordering"], math.isfinite(worst) and worst > 0,
+            "ordering", statement, math.isfinite(worst) and worst > 0,
             worst, 0.0, 0.0,
             error_model="one-sided ordering: the smallest log-gap min_k min(log(Phi_random / "
                         "Phi_true), log(Phi_worst / Phi_random)) over logged k >= 1 and over "
@@ -267,8 +270,11 @@ class Convergence(Experiment):
             x, loss, _, _ = results.series(method, "train_loss", init=i, kappa=kp)
             if len(x) and x[-1] in pred:
                 paper_dev[init_label(i, kp)] = math.log(loss[-1] / pred[x[-1]])
+        statement = (self.claim_statements[cid]
+                     .replace("(main init)", f"({init_label(init, kappa)})")
+                     .replace("width-m", f"width-{p.width}"))
         return match_claim(
-            cid, self.claim_statements[cid], measured, expected, ses, bias=FLOAT_BIAS, x=xs,
+            cid, statement, measured, expected, ses, bias=FLOAT_BIAS, x=xs,
             error_model=(
                 f"finite width m = {p.width} ({init_label(init, kappa)}): the lazy net follows "
                 "the linear dynamics of its own kernel H(0) = H_inf + O(m^-1/2) (Lemma C.3); "
