@@ -7,6 +7,7 @@ kernel is s^2 (S'_X diag(a^2) S'_X^T) * (X X^T), O(n^2 m + n m d) (target: >= 10
 Prints the median times, their ratio and the max abs difference. Not a test.
 
 Usage: python bench/bench_empirical_ntk.py [--n 500] [--d 100] [--width 4096] [--device auto]
+       [--threads 1] [--path probe|int8|float32]
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from torch.func import functional_call, jacrev, vmap
 from _results import record
 from lazylab.device import resolve_device
 from lazylab.kernels import empirical_ntk
-from lazylab.kernels.empirical import coactivation_path
+from lazylab.kernels.empirical import coactivation_path, set_coactivation_path
 from lazylab.models import TwoLayerNet
 from lazylab.seeding import torch_generator
 
@@ -65,9 +66,13 @@ def main() -> None:
     ap.add_argument("--tutorial-repeats", type=int, default=3)
     ap.add_argument("--device", default="auto", help="auto, cpu or cuda")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
+    ap.add_argument("--path", choices=["probe", "int8", "float32"], default="probe",
+                    help="co-activation GEMM: the one-time probe's choice, or forced")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.path != "probe":
+        set_coactivation_path(args.path)
     device = resolve_device(args.device)
     gen = torch_generator(0, device)
     net = TwoLayerNet(args.d, args.width, generator=gen, device=device)  # float32
@@ -98,11 +103,13 @@ def main() -> None:
     print(f"speed-up                           : {t_tut / t_ours:10.1f}x   (target >= 100x)")
     print(f"max abs diff {diff:.3e} (max |K| {scale:.3e}, relative {diff / scale:.2e})")
     path = coactivation_path(device)
-    print(f"co-activation path (one-time probe on {device}): {path}")
-    record("empirical_ntk", {"n": args.n, "d": args.d, "width": args.width,
-                             "ours_ms": t_ours * 1e3, "tutorial_ms": t_tut * 1e3,
-                             "speedup": t_tut / t_ours, "target_speedup": 100.0,
-                             "coactivation_path": path, "max_rel_diff": diff / scale}, device)
+    how = "one-time probe" if args.path == "probe" else "forced by --path"
+    print(f"co-activation path ({how} on {device}): {path}")
+    name = "empirical_ntk" + ("" if args.path == "probe" else f"_{args.path}")
+    record(name, {"n": args.n, "d": args.d, "width": args.width, "threads": args.threads,
+                  "ours_ms": t_ours * 1e3, "tutorial_ms": t_tut * 1e3,
+                  "speedup": t_tut / t_ours, "target_speedup": 100.0,
+                  "coactivation_path": path, "max_rel_diff": diff / scale}, device)
 
 
 if __name__ == "__main__":
