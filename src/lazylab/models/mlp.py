@@ -98,8 +98,8 @@ class SignOutputNet(nn.Module):
         if m % 2:
             raise ValueError(f"m must be even (half the output signs are +); got {m}")
         self.W = _param((m, d), 1.0 / math.sqrt(m), generator, dtype, device)
-        a = torch.cat([torch.ones(m // 2), -torch.ones(m // 2)]) / math.sqrt(m)
-        self.register_buffer("a", a.to(dtype=dtype, device=device))
+        a = torch.cat([torch.ones(m // 2, dtype=dtype), -torch.ones(m // 2, dtype=dtype)])
+        self.register_buffer("a", (a / math.sqrt(m)).to(device=device))
 
     @classmethod
     def from_weights(cls, W: torch.Tensor) -> SignOutputNet:

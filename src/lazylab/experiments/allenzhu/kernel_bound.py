@@ -73,7 +73,7 @@ class KernelBoundParams(ExperimentParams):
     kernels: list[KernelName] = Field(
         ["gaussian", "arcsin", "relu-ntk", "resnet-entk", "relu-features"], min_length=1,
         description="kernels / feature maps")
-    n_points: int = Field(9, ge=3, le=40, description="N values on the log grid per d")
+    n_points: int = Field(8, ge=3, le=40, description="N values on the log grid per d")
     n_max_factor: float = Field(
         1.6, ge=1.0, le=4.0,
         description="largest N = this x sum_{j<=max k} C(d, j) (capped at 2^d - 1)")

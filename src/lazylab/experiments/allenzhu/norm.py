@@ -50,13 +50,13 @@ class NormParams(ExperimentParams):
     epochs: int = Field(6, ge=2, le=10_000, description="SGD epochs (lr / 10 at half)")
     batch_size: int = Field(50, ge=1, le=100_000, description="mini-batch size")
     lr_decades: tuple[int, int] = Field((-1, 1), description="lr grid {1,2,5} x 10^k, k range")
-    wds: list[float] = Field([0.0, 1e-4], min_length=1, description="weight decays")
+    wds: list[float] = Field([0.0], min_length=1, description="weight decays")
     m_hand: int = Field(200, ge=2, le=100_000, description="width of the hand-built solutions")
-    radii: list[float] = Field([6.0, 8.0, 9.7, 11.0, 12.5, 13.8, 16.0], min_length=1,
+    radii: list[float] = Field([6.0, 9.7, 12.5, 13.8, 16.0], min_length=1,
                                description="hand-built norm budgets ||W||_F / sqrt(d)")
-    hand_steps: int = Field(3000, ge=10, le=1_000_000,
+    hand_steps: int = Field(2000, ge=10, le=1_000_000,
                             description="projected Adam steps per hand-built solution")
-    restarts: int = Field(3, ge=1, le=100, description="random starts per radius")
+    restarts: int = Field(2, ge=1, le=100, description="random starts per radius")
     data_seed: int = Field(0, ge=0, description="seed of the parity indices and samples")
     max_group: int = Field(64, ge=1, le=10_000, description="configurations trained at once")
 
@@ -130,10 +130,11 @@ class Norm(Experiment):
     Params = NormParams
     scales = {"quick": {}, "paper": {
         "widths": [200, 500, 1000, 2000, 5000, 10000], "epochs": 200, "lr_decades": (-2, 2),
-        "wds": [0.0, 1e-6, 1e-5, 1e-4, 1e-3], "hand_steps": 20000, "restarts": 8,
+        "wds": [0.0, 1e-6, 1e-5, 1e-4, 1e-3], "hand_steps": 20000, "restarts": 16,
+        "radii": [6.0, 8.0, 9.7, 11.0, 12.5, 13.8, 16.0],
         "max_group": 25}}
-    est_seconds = {"quick": 60.0, "paper": 4 * 3600.0}
-    robustness_axes = {"epochs": [4, 6, 9], "restarts": [2, 3, 4]}
+    est_seconds = {"quick": 90.0, "paper": 4 * 3600.0}
+    robustness_axes = {"epochs": [4, 6, 9], "restarts": [1, 2, 3]}
     smoke = {"d": 10, "n_train": 300, "n_test": 300, "widths": [20], "epochs": 2,
              "lr_decades": (0, 0), "wds": [0.0], "m_hand": 20, "radii": [9.7, 12.5, 13.8],
              "hand_steps": 200, "restarts": 1}
