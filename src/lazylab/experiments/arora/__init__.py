@@ -4,13 +4,19 @@ registers them: ``arora-convergence`` (Fig. 1(a)(c)), ``arora-spectrum`` (Fig. 1
 ``arora-complexity`` (Fig. 2) and ``arora-learnability`` (Sec. 6 and Lemma 5.3).
 
 Predictions that depend on the drawn inputs or labels (the Theorem 4.1 curve, Lemma 5.3's D(K),
-the complexity measure and the Theorem 5.1 bound) are computed inside the work units, next to
-the measurements they are compared with: they need H_inf of the sampled points, minutes of CPU
-at the paper's n = 10^4, so they cannot be recomputed on every assembly as ``theory()`` rows
-are. They are rows of kind "simulation" whose metrics are named ``predicted_*``,
-``complexity``, ``rkhs_norm`` or ``bound``; data-free closed forms (Theorem 6.1's bounds, the
-random-label expectation k/n) are ``theory()`` rows. Shared choices (centring, learning rate,
-initialization, stopping rule) are documented in :mod:`lazylab.experiments.arora.common`.
+the complexity measure, the Theorem 5.1 bound, the expectation of y^T H^-1 y for random labels)
+are theory rows: every experiment computes H_inf, its eigendecomposition and Cholesky factor
+once per run in ``prepare(p, device)`` (minutes of CPU at the paper's n = 10^4), which the
+runner ships to the workers and to ``theory(p, prep=...)``. Labels that are part of the
+problem (Fig. 1's random labels, Fig. 2's corruptions) are drawn from ``data_seed``; the seeds
+vary the network's initialization. ``validate(p)`` refuses, before anything is computed, a GD
+step with eta lambda_max(H_inf) >= 2, more points than the data hold and missing data.
+
+Claims follow :mod:`lazylab.experiments.base`'s principles: the finite-width error model of
+Theorem 4.1 and Lemma 5.3 is a Monte Carlo over the width-m kernel H(0)
+(:mod:`lazylab.theory.arora_width`); exact inequalities (Theorem 6.1, l1 >= 0-1 error) are
+consistency checks. Shared choices (centring, learning rate, initialization, stopping rule,
+label draws) are documented in :mod:`lazylab.experiments.arora.common`.
 """
 
 from lazylab.experiments.arora import complexity, convergence, learnability, spectrum
