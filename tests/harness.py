@@ -90,8 +90,9 @@ def perturbations(results: Results) -> Iterator[tuple[str, Results]]:
 
     Global scalings (x0.3, x3), power tilts along each x axis (value * (x/x_min)^t for
     t = +-1, +-3), and
-    per-method scalings (x0.2, x5) of every simulated method. A claim that can fail is failed
-    under at least one of them.
+    per-method scalings (x0.2, x5) of every simulated method, and scalings (x0.1, x10) of one
+    (method, metric) at a time (a measurement moves while a reference stored beside it does
+    not). A claim that can fail is failed under at least one of them.
     """
     sims = results.select(kind="simulation")
     yield "scale x0.3", tilted(results, lambda r: 0.3)
@@ -111,3 +112,8 @@ def perturbations(results: Results) -> Iterator[tuple[str, Results]]:
         for f in (0.2, 5.0):
             yield (f"{m} x{f:g}",
                    tilted(results, lambda r, m=m, f=f: f if r["method"] == m else None))
+    for m, k in dict.fromkeys((r["method"], r["metric"]) for r in sims):
+        for f in (0.1, 10.0):
+            yield (f"{m}/{k} x{f:g}",
+                   tilted(results, lambda r, m=m, k=k, f=f:
+                          f if r["method"] == m and r["metric"] == k else None))

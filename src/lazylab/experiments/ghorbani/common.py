@@ -66,7 +66,8 @@ from lazylab.train import TrainingDiverged, fit, ghorbani_paper
 __all__ = [
     "GhorbaniParams",
     "Problem", "QuadForm", "qf_problem", "mg_problem", "draw_weights", "fit_rf", "fit_nt_lstsq",
-    "nt_basis_size", "train_nn", "train_nt_sgd", "test_risk", "nn_lr", "nt_lr", "SGDConfig",
+    "nt_basis_size", "train_nn", "train_nt_sgd", "test_risk", "nn_lr", "nt_lr", "nt_lr_learning",
+    "SGDConfig",
     "small_op_threads", "best_lr_run",
 ]
 
@@ -261,6 +262,22 @@ def nn_lr(d: int, batch: int, lr: float | None, coef: float = 0.18) -> float:
 def nt_lr(d: int, N: int, batch: int, lr: float | None) -> float:
     """NT step size: ``lr`` or min(1/8, 0.13 batch/d) / N (module docstring)."""
     return float(lr) if lr is not None else min(0.125, 0.13 * batch / d) / N
+
+
+#: LMS misadjustment targeted by :func:`nt_lr_learning` (excess risk / limit at a constant step).
+NT_MISADJUSTMENT = 0.05
+
+
+def nt_lr_learning(d: int, N: int, batch: int, lr: float | None) -> float:
+    """NT step size for the risk-vs-samples curves: ``lr`` or the step whose LMS misadjustment
+    eta Tr(H) / (2 batch) is NT_MISADJUSTMENT, with Tr(H) ~ 8 N d (module docstring):
+    eta = 2 NT_MISADJUSTMENT batch / (8 N d), capped by :func:`nt_lr`. At a constant step the
+    risk then sits within ~5% of its limit, so the curve's shape comes from learning, not
+    from the step-size cuts of the schedule.
+    """
+    if lr is not None:
+        return float(lr)
+    return min(nt_lr(d, N, batch, None), 2 * NT_MISADJUSTMENT * batch / (8 * N * d))
 
 
 def best_lr_run(train: Callable[[float], tuple], base_lr: float, factors, gen: torch.Generator,

@@ -50,7 +50,8 @@ class MGSamples(SamplesExperiment):
     scales = {"quick": {}, "paper": {"d": 450, "sgd_steps": 140_000, "tail_fraction": 0.1,
                                      "theory_draws": 0, "lr_factors": [0.5, 1.0, 2.0, 4.0]}}
     default_seeds = {"quick": 2, "paper": 1}
-    est_seconds = {"quick": 25.0, "paper": 2000.0}
+    smoke = {"d": 12, "sgd_steps": 6000, "eval_points": 8, "theory_draws": 5}
+    est_seconds = {"quick": 35.0, "paper": 2000.0}
     nn_lr_coef = 0.36
     ylim = (0.4, 1.0)
     target_name = "mixture of Gaussians"

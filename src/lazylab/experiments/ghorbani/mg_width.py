@@ -33,7 +33,12 @@ from lazylab.experiments import register
 from lazylab.experiments.base import Claim, Results, row
 from lazylab.experiments.ghorbani import common as C
 from lazylab.experiments.ghorbani.verdicts import K_SE, ordering_claim, sim_stats
-from lazylab.experiments.ghorbani.widths import WidthExperiment, WidthParams, width_plot
+from lazylab.experiments.ghorbani.widths import (
+    WidthExperiment,
+    WidthParams,
+    width_plot,
+    width_statements,
+)
 from lazylab.seeding import derive_seed
 from lazylab.theory.ghorbani import mmse_mg, nn_mg, nt_mg, rf_mg
 from lazylab.theory.ghorbani_population import (
@@ -44,12 +49,14 @@ from lazylab.theory.ghorbani_population import (
 
 __all__ = ["MGWidth", "MGWidthParams", "bayes_claim"]
 
+ASYMPTOTIC = ("RF(I)", "NT(I)", "NN")
 METHODS = ("NN", "NT(I)", "RF(I)")
 
 
 class MGWidthParams(WidthParams):
     steps_per_d: ClassVar[int] = 100
-    d: int = Field(30, ge=4, le=4000, description="input dimension (paper: 450)")
+    d: int = Field(30, ge=4, le=4000, description="input dimension (paper: 450); with "
+                   "nt_protocol=lstsq (quick) d <= 61, larger d need nt_protocol=sgd")
     nt_samples: int = Field(30_000, ge=100, le=10**8,
                             description="samples of the NT least-squares fit")
     init_scale: float = Field(0.5, gt=0, le=10, description="NN init w_i ~ N(0, s^2 "
@@ -69,6 +76,7 @@ class MGWidth(WidthExperiment):
                "line; theory (Thms 4-6) and simulations trained on samples")
     Params = MGWidthParams
     methods = METHODS
+    asymptotic_methods = ASYMPTOTIC
     nn_lr_coef = 0.36
     scales = {"quick": {}, "paper": {
         "d": 450, "n_widths": 15, "rf_samples": 500_000, "rf_reps": 10,
@@ -77,9 +85,12 @@ class MGWidth(WidthExperiment):
         "lr_factors": [0.5, 1.0, 2.0, 4.0]}}
     default_seeds = {"quick": 1, "paper": 1}
     est_seconds = {"quick": 35.0, "paper": 14400.0}
+    robustness_axes = {"d": [20, 30, 45], "target_seed": [100, 101, 102]}
+    smoke = {"d": 12, "rho_min": 0.25, "rho_max": 3.0, "n_widths": 4, "rf_samples": 6000,
+             "rf_reps": 2, "nt_reps": 2, "nt_samples": 6000, "test_samples": 2000,
+             "sgd_steps": 2000, "theory_draws": 10, "mmse_samples": 20_000}
     claim_statements = {
-        **{f"{m}-matches-theory": f"{m} simulations match the finite-d theory at every N"
-           for m in METHODS},
+        **width_statements(METHODS, ASYMPTOTIC),
         "ordering": "NN <= NT(I) < RF(I) for the simulated N < d (allowing Monte Carlo error)",
         "bayes-not-reached": "neither NT(I) nor NN reaches the Bayes error (MMSE), even for "
                              "N >> d: their best risk exceeds it by more than 3 SE",
@@ -139,24 +150,29 @@ def bayes_claim(statement: str, results: Results, mmse_samples: int,
     """min over x of each method's simulated risk exceeds the Monte Carlo MMSE by > 3 SE.
 
     SE of the MMSE: 1 - tanh^2 lies in [0, 1], so its sd is <= 1/2 and the Monte Carlo SE is
-    <= 0.5/sqrt(mmse_samples).
+    <= 0.5/sqrt(mmse_samples). Reported: measured = the smallest (best risk - MMSE) over the
+    methods, expected 0, tolerance its 3 SE (one-sided: held needs measured > tolerance).
     """
+    model = ("seed noise of the best risk (SE over repetitions) and Monte Carlo error of the "
+             "MMSE (<= 0.5/sqrt(mmse_samples)); 3 SE")
     xs, mm, _, _ = results.series("MMSE", "risk", kind="theory")
     if not len(mm):
-        return Claim("bayes-not-reached", statement, False, "no MMSE theory rows", None, None)
+        return Claim.verdict("bayes-not-reached", statement, False, math.nan, 0.0, math.nan,
+                             error_model=model, details={"reason": "no MMSE theory rows"})
     bayes = float(mm[0])
     se_b = 0.5 / math.sqrt(mmse_samples)
-    best, margins = {}, []
+    best, worst = {}, None
     for m in methods:
         st = sim_stats(results, m)
         if not st:
-            return Claim("bayes-not-reached", statement, False, f"no {m} simulations", None,
-                         None)
+            return Claim.verdict("bayes-not-reached", statement, False, math.nan, 0.0,
+                                 math.nan, error_model=model,
+                                 details={"reason": f"no {m} simulations"})
         x, (v, se) = min(st.items(), key=lambda kv: kv[1][0])
-        best[m] = {"N": x, "risk": round(v, 5), "se": round(se, 5)}
-        margins.append((v - bayes) - K_SE * math.hypot(se, se_b))
-    held = min(margins) > 0
-    return Claim("bayes-not-reached", statement, bool(held),
-                 {"best": best, "mmse": round(bayes, 5)},
-                 "min risk - MMSE > 3 SE",
-                 {"se_mmse_bound": round(se_b, 5), "k_se": K_SE})
+        best[m] = {"N": x, "risk": v, "se": se}
+        tol = K_SE * math.hypot(se, se_b)
+        if worst is None or (v - bayes) - tol < worst[0] - worst[1]:
+            worst = (v - bayes, tol)
+    assert worst is not None
+    return Claim.verdict("bayes-not-reached", statement, worst[0] > worst[1], worst[0], 0.0,
+                         worst[1], error_model=model, details={"best": best, "mmse": bayes})

@@ -42,7 +42,8 @@ class QFSamples(SamplesExperiment):
     scales = {"quick": {}, "paper": {"d": 450, "sgd_steps": 200_000, "tail_fraction": 0.075,
                                      "lr_factors": [0.5, 1.0, 2.0, 4.0]}}
     default_seeds = {"quick": 2, "paper": 1}
-    est_seconds = {"quick": 30.0, "paper": 2400.0}
+    smoke = {"d": 12, "sgd_steps": 3000, "eval_points": 8}
+    est_seconds = {"quick": 35.0, "paper": 2400.0}
     ylim = (0.0, 1.0)
     target_name = "quadratic target"
 
