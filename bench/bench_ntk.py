@@ -81,7 +81,7 @@ def main() -> None:
     print(f"ratio ntk / gram : {t_ntk / t_gram:9.3f}   (median of per-repeat ratios "
           f"{ratio:.3f}; target <= 1.2)")
     print(f"max rel. deviation from the textbook formula on 200 points: {err:.2e}")
-    record("ntk_vs_gram", {"n": args.n, "d": args.d, "dtype": args.dtype,
+    record("ntk_vs_gram", {"n": args.n, "d": args.d, "dtype": args.dtype, "threads": args.threads,
                            "gram_ms": t_gram * 1e3, "ntk_ms": t_ntk * 1e3,
                            "ratio": t_ntk / t_gram, "median_ratio": ratio, "target_ratio": 1.2,
                            "max_rel_err": err}, device)
