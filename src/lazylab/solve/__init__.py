@@ -2,6 +2,10 @@
 gradients), chunked normal equations for designs too large to store, and spectral helpers
 (eigendecomposition, Cholesky Gram solver, orthogonal complement).
 
+At scale: :func:`kernel_regression` (Nystrom-preconditioned CG over kernel tiles computed on
+the fly, never the n x n matrix) and :func:`nt_least_squares` (the NT model of a quadratic
+network by CG over streamed samples, never the n x N d features).
+
 All functions work on the device and in the dtype of their tensor inputs.
 """
 
