@@ -186,8 +186,10 @@ def test_complexity_rows(complexity):
 
 def test_complexity_claims_fail_when_tilted(complexity):
     p, res, claims = complexity
-    rev = tilt(res, lambda r: 1 / (1 + 10 * r["x"]), method="complexity measure")
-    assert verdicts("arora-complexity", p, rev)["measure-rises"].failed
+    c = claims["measure-rises"]
+    assert c.held and c.details["rise (expectation at max / min fraction)"] > 1.5
+    up = tilt(res, 1 + 2 * c.tolerance / c.expected, method="complexity measure")
+    assert verdicts("arora-complexity", p, up)["measure-rises"].failed
     rev = replace(res, lambda r: 1.0 - r["x"], method="classification error")
     assert verdicts("arora-complexity", p, rev)["ranks-like-error"].failed
     stuck = tilt(res, 4.0, method="training", metric="train_loss")

@@ -16,6 +16,7 @@ from lazylab.theory.arora import (
     alignment_share,
     complexity_measure,
     corollary62_bound,
+    corrupted_label_moments,
     default_learning_rate,
     eigendecompose,
     h_infinity,
@@ -307,3 +308,27 @@ def test_random_label_moments_match_monte_carlo():
     # sample mean within 5 SE, sample sd within 5 of its own SEs (kurtosis-free bound 2 sd^2/N)
     assert abs(float(q.mean()) - mean) <= 5 * sd / math.sqrt(20_000)
     assert abs(float(q.std()) - sd) <= 5 * sd * math.sqrt(2 / 20_000) + 0.05 * sd
+
+
+def test_corrupted_label_moments_match_monte_carlo():
+    from lazylab.data import corrupt_labels
+
+    Xs = _sphere(40, 5, 10)
+    H = h_infinity(Xs)
+    A = torch.linalg.inv(H)
+    y = torch.sign(Xs[:, 0] + 0.3)
+    assert math.isclose(corrupted_label_moments(A, y, 0.0)[0], float(y @ A @ y), rel_tol=1e-12)
+    assert corrupted_label_moments(A, y, 0.0)[1] == 0.0
+    mean1, sd1 = corrupted_label_moments(A, y, 1.0)
+    assert (mean1, sd1) == pytest.approx(random_label_moments(torch.linalg.cholesky(H)),
+                                         rel=1e-9)
+    g = torch.Generator().manual_seed(3)
+    N = 4000
+    for f in (0.3, 0.7):
+        mean, sd = corrupted_label_moments(A, y, f)
+        q = torch.tensor([float(z @ A @ z) for z in (corrupt_labels(y, f, g) for _ in range(N))],
+                         dtype=F64)
+        # the mean is exact: within 5 SE of the sample mean
+        assert abs(float(q.mean()) - mean) <= 5 * float(q.std()) / math.sqrt(N)
+        # the variance is the Bernoulli approximation: an upper bound up to sampling error
+        assert 0.8 * sd <= float(q.std()) <= sd * (1 + 5 * math.sqrt(0.5 / N))

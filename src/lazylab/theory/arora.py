@@ -53,6 +53,7 @@ __all__ = [
     "Spectrum",
     "alignment_share",
     "complexity_measure",
+    "corrupted_label_moments",
     "corollary62_bound",
     "default_learning_rate",
     "eigendecompose",
@@ -343,4 +344,43 @@ def random_label_moments(L: torch.Tensor) -> tuple[float, float]:
     A = Linv.T @ Linv
     mean = float(A.diagonal().sum())
     var = 2.0 * float(A.square().sum() - A.diagonal().square().sum())
+    return mean, math.sqrt(max(var, 0.0))
+
+
+def corrupted_label_moments(H_inv: torch.Tensor, y: torch.Tensor, fraction: float
+                            ) -> tuple[float, float]:
+    """Mean and standard deviation of q = y_p^T H^-1 y_p when round(p n) of the +-1 labels y,
+    a uniform subset, are redrawn from unif{-1, +1} (Fig. 2's corruption,
+    :func:`lazylab.data.corrupt_labels`).
+
+    With A = H^-1, k = round(p n) and c = (n - k)(n - k - 1) / (n (n - 1)) the chance that two
+    given points both keep their label, E[y_p,i y_p,j] = c y_i y_j (i != j) and y_p,i^2 = 1, so
+
+        E q = tr A + c (y^T A y - tr A)                                     (exact);
+
+    q increases in p from y^T A y to tr(A) = E q of random labels when tr A > y^T A y. The
+    variance treats the redrawn set as independent Bernoulli(p) choices (mu = (1 - p) y,
+    B = A off its diagonal; the exact-size subset has slightly negatively correlated choices,
+    hence a slightly smaller variance):
+
+        Var q = 2 sum_{i != j} B_ij^2 (1 - mu_i^2 mu_j^2)
+              + 4 sum_j (1 - mu_j^2) ((B mu)_j^2 - sum_i B_ij^2 mu_i^2),
+
+    which is 2 sum_{i != j} A_ij^2 at p = 1 (:func:`random_label_moments`) and 0 at p = 0.
+    """
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"fraction must lie in [0, 1]; got {fraction!r}")
+    A = H_inv.to(torch.float64)
+    yv = _labels(y, A.shape[0]).to(A.device)
+    n = A.shape[0]
+    k = int(math.floor(fraction * n + 0.5))
+    c = (n - k) * (n - k - 1) / (n * (n - 1)) if n > 1 else 1.0
+    tr = float(A.diagonal().sum())
+    mean = tr + c * (float(yv @ A @ yv) - tr)
+    B = A - torch.diag(A.diagonal())
+    mu = (1 - k / n) * yv
+    m2 = mu.square()
+    B2 = B.square()
+    var = 2 * (float(B2.sum()) - float(m2 @ B2 @ m2))
+    var += 4 * float((1 - m2) @ ((B @ mu).square() - B2 @ m2))
     return mean, math.sqrt(max(var, 0.0))
