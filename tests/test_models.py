@@ -225,3 +225,27 @@ def test_regressor_numpy_io_seeds_and_errors():
         est.fit(X, y[:5])
     with pytest.raises(ValueError, match="ridge"):
         RandomFeaturesRegressor(10, ridge=-1.0).fit(X, y)
+
+
+def test_kernel_regressor_matches_sklearn_kernel_ridge() -> None:
+    """KernelRegressor (CG over kernel tiles, float32 tiles) vs sklearn KernelRidge on the dense
+    float64 NTK: predictions agree to the float32 accuracy of the tiles plus the CG residual
+    bound (relative 1e-4 here, lambda_min(K + ridge I) >= ridge = 0.1)."""
+    from sklearn.kernel_ridge import KernelRidge
+
+    from lazylab.estimators import KernelRegressor
+    from lazylab.kernels import ntk
+
+    g = _gen(30)
+    X = torch.randn(150, 4, generator=g, dtype=F64)
+    y = torch.tanh(X[:, 0] * X[:, 1])
+    Xt = torch.randn(40, 4, generator=g, dtype=F64)
+    est = KernelRegressor(ridge=0.1, tol=1e-8, rank=30).fit(X.numpy(), y.numpy())
+    ref = KernelRidge(alpha=0.1, kernel="precomputed").fit(ntk(X).numpy(), y.numpy())
+    want = ref.predict(ntk(Xt, X).numpy())
+    got = est.predict(Xt.numpy())
+    assert isinstance(got, np.ndarray) and got.shape == (40,)
+    assert float(np.abs(got - want).max() / np.abs(want).max()) < 1e-4
+    assert clone(est).get_params() == est.get_params()
+    with pytest.raises(ValueError, match="not fitted"):
+        KernelRegressor().predict(Xt)

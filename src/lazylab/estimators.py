@@ -1,8 +1,11 @@
 """sklearn-style estimators on top of lazylab's models and solvers.
 
 :class:`RandomFeaturesRegressor` fits the second layer of a random-features model
-(Ghorbani et al. 2019, Eq. (2)) by ridge least squares, with ``fit`` / ``predict`` / ``score``
-as in scikit-learn. It lives above ``models`` and ``solve`` in the layer order.
+(Ghorbani et al. 2019, Eq. (2)) by ridge least squares; :class:`KernelRegressor` is kernel
+ridge(less) regression with the closed-form NTK / NNGP or the Gaussian kernel at any n
+(:func:`lazylab.solve.kernel_regression`, never forming the n x n matrix). Both have
+``fit`` / ``predict`` / ``score`` as in scikit-learn. They live above ``models`` and ``solve``
+in the layer order.
 """
 
 from __future__ import annotations
@@ -14,12 +17,46 @@ import numpy as np
 import torch
 
 from lazylab.models.random_features import RandomFeatures
-from lazylab.solve import lstsq
+from lazylab.solve import kernel_regression, lstsq
 
-__all__ = ["RandomFeaturesRegressor"]
+__all__ = ["RandomFeaturesRegressor", "KernelRegressor"]
 
 
-class RandomFeaturesRegressor:
+class _Estimator:
+    """The scikit-learn estimator protocol: get_params / set_params / repr / score (R^2)."""
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor arguments (scikit-learn estimator protocol)."""
+        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
+        return {k: getattr(self, k) for k in names}
+
+    def set_params(self, **params: Any):
+        """Set constructor arguments by name (scikit-learn estimator protocol)."""
+        valid = self.get_params()
+        for k, v in params.items():
+            if k not in valid:
+                raise ValueError(f"unknown parameter {k!r}; allowed: {sorted(valid)}")
+            setattr(self, k, v)
+        return self
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    def predict(self, X):  # pragma: no cover - implemented by subclasses
+        raise NotImplementedError
+
+    def score(self, X, y) -> float:
+        """Coefficient of determination R^2 = 1 - sum (y - f)^2 / sum (y - mean y)^2."""
+        pred = torch.as_tensor(self.predict(X)).to(torch.float64).cpu()
+        yt = torch.as_tensor(np.asarray(y) if not isinstance(y, torch.Tensor) else y)
+        yt = yt.to(torch.float64).cpu()
+        ss_res = float(((yt - pred) ** 2).sum())
+        ss_tot = float(((yt - yt.mean()) ** 2).sum())
+        return 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
+
+
+class RandomFeaturesRegressor(_Estimator):
     """scikit-learn style random-features ridge regression.
 
     fit: draws W (seeded), then a_hat = argmin_a ||phi(X) a - y||^2 + ridge ||a||^2
@@ -63,24 +100,6 @@ class RandomFeaturesRegressor:
         self.scaling = scaling
         self.fit_intercept = fit_intercept
         self.dtype = dtype
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """The constructor arguments (scikit-learn estimator protocol)."""
-        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
-        return {k: getattr(self, k) for k in names}
-
-    def set_params(self, **params: Any) -> RandomFeaturesRegressor:
-        """Set constructor arguments by name (scikit-learn estimator protocol)."""
-        valid = self.get_params()
-        for k, v in params.items():
-            if k not in valid:
-                raise ValueError(f"unknown parameter {k!r}; allowed: {sorted(valid)}")
-            setattr(self, k, v)
-        return self
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
 
     def _as_tensor(self, A, name: str) -> torch.Tensor:
         T = torch.as_tensor(np.asarray(A) if not isinstance(A, torch.Tensor) else A)
@@ -132,11 +151,71 @@ class RandomFeaturesRegressor:
             out = self.model_(Xt)
         return out if isinstance(X, torch.Tensor) else out.cpu().numpy()
 
-    def score(self, X, y) -> float:
-        """Coefficient of determination R^2 = 1 - sum (y - f)^2 / sum (y - mean y)^2."""
-        pred = torch.as_tensor(self.predict(X)).to(torch.float64).cpu()
-        yt = torch.as_tensor(np.asarray(y) if not isinstance(y, torch.Tensor) else y)
-        yt = yt.to(torch.float64).cpu()
-        ss_res = float(((yt - pred) ** 2).sum())
-        ss_tot = float(((yt - yt.mean()) ** 2).sum())
-        return 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
+
+class KernelRegressor(_Estimator):
+    """scikit-learn style kernel ridge(less) regression at any n.
+
+    fit solves (K + ridge I) alpha = y by Nystrom-preconditioned CG over kernel tiles
+    (:func:`lazylab.solve.kernel_regression`: memory O(n (d + rank))); predict returns
+    k(X, X_train) alpha. ``ridge`` has sklearn ``KernelRidge``'s ``alpha`` convention.
+
+    Parameters
+    ----------
+    kernel : "ntk", "nngp", "gaussian" (see :func:`lazylab.solve.kernel_solver.make_kernel`).
+    activation, trained : of the NTK / NNGP (default relu, first layer: Arora et al.'s H-inf).
+    bandwidth : of the Gaussian kernel.
+    ridge : >= 0 (0: ridgeless interpolation).
+    tol : relative residual of the CG solve; rank : Nystrom preconditioner rank.
+    max_iter : CG iteration cap; seed : seed of the Nystrom landmarks.
+    device : where kernel tiles are computed.
+
+    Attributes (after fit)
+    ----------------------
+    fit_ : the :class:`lazylab.solve.KernelRegression` (alpha, CG info, residuals).
+    """
+
+    def __init__(self, kernel: str = "ntk", activation: str = "relu", trained: str = "first",
+                 bandwidth: float | None = None, ridge: float = 0.0, tol: float = 1e-6,
+                 rank: int = 200, max_iter: int = 500, seed: int = 0, device: str = "cpu"):
+        self.kernel = kernel
+        self.activation = activation
+        self.trained = trained
+        self.bandwidth = bandwidth
+        self.ridge = ridge
+        self.tol = tol
+        self.rank = rank
+        self.max_iter = max_iter
+        self.seed = seed
+        self.device = device
+
+    @staticmethod
+    def _tensor(A, name: str) -> torch.Tensor:
+        T = torch.as_tensor(np.asarray(A) if not isinstance(A, torch.Tensor) else A)
+        if not (T.is_floating_point() or T.dtype in (torch.int32, torch.int64)):
+            raise ValueError(f"{name} must be numeric; got dtype {T.dtype}")
+        return T.to(torch.float64)
+
+    def fit(self, X, y) -> KernelRegressor:
+        """Solve for the coefficients alpha (y may be (n,) or (n, k))."""
+        Xt, yt = self._tensor(X, "X"), self._tensor(y, "y")
+        if Xt.dim() != 2:
+            raise ValueError(f"X must be 2-D (n, d); got shape {tuple(Xt.shape)}")
+        if yt.shape[0] != Xt.shape[0] or yt.dim() > 2:
+            raise ValueError(f"y must have shape ({Xt.shape[0]},) or ({Xt.shape[0]}, k); "
+                             f"got {tuple(yt.shape)}")
+        dev = torch.device(self.device)
+        gen = torch.Generator().manual_seed(int(self.seed))
+        self.fit_ = kernel_regression(
+            Xt.to(dev), yt.to(dev), kernel=self.kernel, ridge=float(self.ridge),
+            tol=float(self.tol), rank=min(int(self.rank), Xt.shape[0]),
+            max_iter=int(self.max_iter), activation=self.activation, trained=self.trained,
+            bandwidth=self.bandwidth, generator=gen, device=dev)
+        self.n_features_in_ = Xt.shape[1]
+        return self
+
+    def predict(self, X):
+        """k(X, X_train) alpha; numpy in, numpy out; tensor in, tensor out."""
+        if not hasattr(self, "fit_"):
+            raise ValueError("this KernelRegressor is not fitted yet; call fit(X, y)")
+        out = self.fit_.predict(self._tensor(X, "X"))
+        return out if isinstance(X, torch.Tensor) else out.cpu().numpy()
