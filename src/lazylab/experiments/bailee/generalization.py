@@ -95,7 +95,8 @@ def operator_norm_terms(X: torch.Tensor, W0: torch.Tensor, B_x: float, n_sigma: 
         ev = torch.linalg.eigvalsh(Y)
         vals.append(float(ev.abs().max()))
     t = torch.tensor(vals, dtype=F64)
-    return {"M": M, "R": float(t.mean()), "R_se": float(t.std() / math.sqrt(len(vals))),
+    se = float(t.std() / math.sqrt(len(vals))) if len(vals) > 1 else 0.0
+    return {"M": M, "R": float(t.mean()), "R_se": se,
             "v": v, "bound": rademacher_bound(v, W0.shape[0], d)}
 
 

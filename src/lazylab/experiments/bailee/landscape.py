@@ -90,7 +90,9 @@ class LandscapeParams(ExperimentParams):
     alpha: float = Field(1.0, ge=0.25, le=4.0, description="teacher scale alpha")
     teacher_widths: list[int] = Field([200, 800, 3200], min_length=3,
                                       description="widths of the teacher-student runs (even)")
-    steps: int = Field(300, ge=50, le=100_000, description="noisy GD steps")
+    steps: int = Field(300, ge=200, le=100_000,
+                       description="noisy GD steps (>= 200: escape from the small init and "
+                                   "settle; lr ~ sqrt(m) makes this m-independent)")
     lr0: float = Field(0.7, gt=0, le=2.0, description="step size lr0 sqrt(m) / alpha")
     init_scale: float = Field(0.1, gt=0, le=1.0,
                               description="init: ||u_r|| ~ init_scale m^-1/4 / B_x")
@@ -133,7 +135,7 @@ class Landscape(Experiment):
     est_seconds = {"quick": 60.0, "paper": 5400.0}
     robustness_axes = {"d": [5, 10, 20], "noise": [0.25, 0.5, 1.0], "data_seed": [0, 1, 2]}
     smoke = {"n": 40, "m_max": 1000, "m_points": 5, "teacher_widths": [100, 200, 400],
-             "steps": 60}
+             "steps": 200}
     claim_statements = {
         "lemma1-slope": "Lemma 1's violation at W = W* (= E term II) shrinks like m^-1",
         "lemma1-limit": "Lemma 1's violation matches 8 pi alpha^2 mean (beta.x)^4 / m",
