@@ -286,10 +286,15 @@ def _kappa(kern: str, d: int):
 
 
 def _resnet_jacobian(d: int, width: int, seed: int, X: torch.Tensor) -> torch.Tensor:
-    """d out_0 / d theta at every row of X for a random bottleneck ResNet (2 outputs)."""
-    from torch.func import functional_call, jacrev
+    """d out_0 / d theta at every row of X for a random bottleneck ResNet (2 outputs):
+    per-sample gradients, vmap(grad) over the rows."""
+    from torch.func import functional_call, grad, vmap
 
     net = ResNet3(d, 2, width, generator=sub_generator(seed, "resnet"), dtype=torch.float64)
     params = {n: p.detach() for n, p in net.named_parameters()}
-    jac = jacrev(lambda q: functional_call(net, q, (X,))[:, 0])(params)
+
+    def out0(q: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        return functional_call(net, q, (x.unsqueeze(0),))[0, 0]
+
+    jac = vmap(grad(out0), in_dims=(None, 0))(params, X)
     return torch.cat([j.reshape(X.shape[0], -1) for j in jac.values()], dim=1)

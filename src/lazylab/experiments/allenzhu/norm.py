@@ -46,15 +46,15 @@ class NormParams(ExperimentParams):
     d: int = Field(40, ge=6, le=2000, description="input dimension (>= 6)")
     n_train: int = Field(5000, ge=100, le=10_000_000, description="training samples N")
     n_test: int = Field(5000, ge=200, le=1_000_000, description="fresh test samples")
-    widths: list[int] = Field([200, 1000], min_length=1, description="SGD widths m (even)")
-    epochs: int = Field(6, ge=2, le=10_000, description="SGD epochs (lr / 10 at half)")
+    widths: list[int] = Field([200, 600], min_length=1, description="SGD widths m (even)")
+    epochs: int = Field(4, ge=2, le=10_000, description="SGD epochs (lr / 10 at half)")
     batch_size: int = Field(50, ge=1, le=100_000, description="mini-batch size")
     lr_decades: tuple[int, int] = Field((-1, 1), description="lr grid {1,2,5} x 10^k, k range")
     wds: list[float] = Field([0.0], min_length=1, description="weight decays")
     m_hand: int = Field(200, ge=2, le=100_000, description="width of the hand-built solutions")
     radii: list[float] = Field([6.0, 9.7, 12.5, 13.8, 16.0], min_length=1,
                                description="hand-built norm budgets ||W||_F / sqrt(d)")
-    hand_steps: int = Field(2000, ge=10, le=1_000_000,
+    hand_steps: int = Field(1500, ge=10, le=1_000_000,
                             description="projected Adam steps per hand-built solution")
     restarts: int = Field(2, ge=1, le=100, description="random starts per radius")
     data_seed: int = Field(0, ge=0, description="seed of the parity indices and samples")
@@ -134,7 +134,7 @@ class Norm(Experiment):
         "radii": [6.0, 8.0, 9.7, 11.0, 12.5, 13.8, 16.0],
         "max_group": 25}}
     est_seconds = {"quick": 90.0, "paper": 4 * 3600.0}
-    robustness_axes = {"epochs": [4, 6, 9], "restarts": [1, 2, 3]}
+    robustness_axes = {"epochs": [3, 4, 6], "restarts": [1, 2, 3]}
     smoke = {"d": 10, "n_train": 300, "n_test": 300, "widths": [20], "epochs": 2,
              "lr_decades": (0, 0), "wds": [0.0], "m_hand": 20, "radii": [9.7, 12.5, 13.8],
              "hand_steps": 200, "restarts": 1}

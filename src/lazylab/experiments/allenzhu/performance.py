@@ -64,7 +64,7 @@ class T1Params(ExperimentParams):
                        description="fresh validation samples (validation selection)")
     n_test: int = Field(2000, ge=200, le=1_000_000, description="fresh test samples")
     widths: list[int] = Field([32, 128], min_length=1, description="widths m")
-    epochs: int = Field(12, ge=2, le=10_000, description="SGD epochs (lr / 10 at half)")
+    epochs: int = Field(10, ge=2, le=10_000, description="SGD epochs (lr / 10 at half)")
     batch_size: int = Field(50, ge=1, le=100_000, description="mini-batch size")
     lr_decades: tuple[int, int] = Field((-2, -1), description="lr grid {1,2,5} x 10^k, k range")
     wds: list[float] = Field([0.0, 1e-3], min_length=1,
@@ -157,7 +157,7 @@ class Performance(Experiment):
         "wds": [0.0, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3],
         "max_group": 40}}
     est_seconds = {"quick": 110.0, "paper": 6 * 3600.0}
-    robustness_axes = {"epochs": [8, 12, 16], "n_test": [1000, 2000, 4000]}
+    robustness_axes = {"epochs": [8, 10, 14], "n_test": [1000, 2000, 4000]}
     smoke = {"d": 10, "widths": [8], "epochs": 2, "n_all": 100, "n_hidden": 100,
              "n_val": 100, "n_test": 400, "lr_decades": (-2, -2), "wds": [0.0],
              "panels": ["a"]}
