@@ -184,6 +184,24 @@ def test_complexity_rows(complexity):
     assert (loss <= 0.5).all()
 
 
+def test_complexity_step_budget_rule():
+    from lazylab.experiments.arora.complexity import linear_steps
+    from lazylab.theory.arora import predicted_residual_norm
+
+    exp = REGISTRY["arora-complexity"]
+    p = exp.resolve("quick", {"n_train": 48, "mc_draws": 2})
+    prep = exp.prepare(p, CPU)
+    need = {}
+    for f, y in prep.train_labels.items():
+        k = linear_steps(0.5, prep.problem, prep.eta, y)
+        phi = 0.5 * predicted_residual_norm(prep.problem.spectrum, y, eta=prep.eta,
+                                            steps=[k - 1, k]) ** 2
+        assert phi[1] <= 0.5 < phi[0] or k == 0  # the first step at the target
+        need[f] = k
+    assert prep.budget == max(100, 4 * max(need.values()))
+    assert exp.prepare(p.model_copy(update={"steps": 77}), CPU).budget == 77
+
+
 def test_complexity_claims_fail_when_tilted(complexity):
     p, res, claims = complexity
     c = claims["measure-rises"]

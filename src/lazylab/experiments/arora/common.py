@@ -272,7 +272,7 @@ class Run:
 def train(X: torch.Tensor, y: torch.Tensor, p: NetParams, eta: float, seed: int,
           device: torch.device, *, eval_fn: Callable[[TwoLayerNet], dict[str, float]] | None
           = None, init: str | None = None, kappa: float | None = None,
-          stop_at: float | None = None) -> Run:
+          stop_at: float | None = None, steps: int | None = None) -> Run:
     """Train the paper's network on (X, y) by full-batch GD with step ``eta``.
 
     f(x) = m^-1/2 sum_r a_r relu(w_r.x), a_r = +-1 fixed, w_r(0) ~ N(0, kappa^2 I) (or the
@@ -281,7 +281,8 @@ def train(X: torch.Tensor, y: torch.Tensor, p: NetParams, eta: float, seed: int,
     logged steps is the same trajectory; between calls we log ||W(k) - W(0)||_F, the share of
     (i, r) with 1{w_r(k).x_i >= 0} != 1{w_r(0).x_i >= 0}, and ``eval_fn(net)``. Training stops
     at the first logged step with Phi(k) <= ``stop_at`` (absolute) or, when ``p.loss_tol`` > 0,
-    Phi(k) <= loss_tol Phi(0). ``init`` / ``kappa`` override ``p.init`` / ``p.kappa``.
+    Phi(k) <= loss_tol Phi(0). ``init`` / ``kappa`` / ``steps`` override ``p.init`` /
+    ``p.kappa`` / ``p.steps``.
     """
     init = p.init if init is None else init
     kappa = p.kappa if kappa is None else kappa
@@ -310,7 +311,7 @@ def train(X: torch.Tensor, y: torch.Tensor, p: NetParams, eta: float, seed: int,
     level = math.inf if stop_at is None else float(stop_at)
     if p.loss_tol > 0:
         level = min(level, p.loss_tol * loss0) if stop_at is not None else p.loss_tol * loss0
-    logs = log_spaced_steps(p.steps, p.log_points)
+    logs = log_spaced_steps(p.steps if steps is None else int(steps), p.log_points)
     for k0, k1 in zip(logs[:-1], logs[1:], strict=True):
         hist = fit(net, data=(Xd, yd), loss="half_sse", optimizer="gd", lr=eta,
                    steps=k1 - k0, log_steps=[k1 - k0], params=[net.W])
