@@ -118,9 +118,10 @@ class Convergence(Experiment):
                   "log_points": 40, "mc_draws": 4},
     }
     default_seeds = {"quick": 1, "paper": 1}
-    # quick: 3 x 5 s (symmetric, m = 4000) + 3 x 3 s (Gaussian) + 2 s of H(0) draws, measured
-    # on the 2-core machine under load. paper: ~12 ms per GD step on one H100, 3 x 20000 steps,
-    # plus the float64 eigh of H_inf and of 4 H(0) draws.
+    # quick: 24 s of CPU measured (3 x 4.9 s symmetric + 3 x 2.8 s Gaussian at m = 2000, 0.5 s
+    # of H(0) draws); wall time is several times that when other jobs load the 2 cores.
+    # paper: ~12 ms per GD step on one H100, 3 x 20000 steps, plus the float64 eigh of H_inf
+    # and of 4 H(0) draws.
     est_seconds = {"quick": 30.0, "paper": 1200.0}
     robustness_axes = {"n_train": [128, 192, 256], "width": [1000, 2000, 3000],
                        "data_seed": [0, 1, 2]}
