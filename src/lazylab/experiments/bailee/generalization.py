@@ -38,13 +38,15 @@ from lazylab.data.samplers import anisotropic_sphere, hypercube
 from lazylab.experiments import register
 from lazylab.experiments.bailee.common import F64, PAPER
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
-from lazylab.experiments.style import method_color
 from lazylab.experiments.toolkit import slope_claim, sub_generator
 from lazylab.theory.bailee_landscape import mp_operator_norm, rademacher_bound
 
 __all__ = ["Generalization", "GeneralizationParams"]
 
 DISTS = ("sphere", "hypercube", "anisotropic", "subspace")
+#: Figure colours and markers per input law.
+STYLE = {"sphere": ("tab:blue", "o"), "hypercube": ("tab:orange", "s"),
+         "anisotropic": ("tab:purple", "^"), "subspace": ("tab:green", "D")}
 Dist = Literal["sphere", "hypercube", "anisotropic", "subspace"]
 
 
@@ -249,16 +251,16 @@ class Generalization(Experiment):
                   "anisotropic": rf"anisotropic ($\kappa$={p.kappa:g})",
                   "subspace": f"subspace (k={p.k_sub})"}
         for dist in p.dists:
-            c = method_color(dist)
+            c, mk = STYLE[dist]
             x, mean, sem, _ = results.series(dist, "M_x_op")
-            a1.errorbar(x, mean, yerr=sem, fmt="o", color=c, label=labels[dist])
+            a1.errorbar(x, mean, yerr=sem, fmt=mk, color=c, label=labels[dist])
             xt, mt, _, _ = results.series(dist, "M_x_op", kind="theory")
             if len(xt):
                 a1.plot(xt, mt, "-" if dist != "anisotropic" else ":", color=c,
-                        label=("MP edge" if dist != "anisotropic"
-                               else r"$\sqrt{\kappa}\,\times$ MP (Thm 6 scale)"))
+                        label=(f"MP edge ({dist})" if dist != "anisotropic"
+                               else r"$\sqrt{\kappa}\,\times$ MP (Thm 6 bound scale)"))
             x, mean, sem, _ = results.series(dist, "rademacher")
-            a2.errorbar(x, mean, yerr=sem, fmt="o-", color=c, label=labels[dist])
+            a2.errorbar(x, mean, yerr=sem, fmt=mk + "-", color=c, label=labels[dist])
             x, b, _, _ = results.series(dist, "lemma8_bound")
             a2.plot(x, b, "--", color=c, alpha=0.6)
         x, mean, _, _ = results.series("sphere", "rademacher")
