@@ -4,7 +4,7 @@ energies, and the aggregation of final values over seeds."""
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -15,7 +15,7 @@ from lazylab.data.targets import Target
 from lazylab.experiments.base import Results
 from lazylab.experiments.toolkit import sub_generator
 
-__all__ = ["PAPER", "draw_inputs", "fig1_energies", "fig1_problem", "final_stats"]
+__all__ = ["PAPER", "draw_inputs", "fig1_energies", "fig1_problem", "final_stats", "paired_gap"]
 
 PAPER = "nichani"
 
@@ -73,3 +73,38 @@ def final_stats(results: Results, method: str, metric: str, se_metric: str | Non
             mc = math.sqrt(float(np.mean(np.square(vals))) / max(len(vals), 1))
             sem = max(sem, mc)
     return mean, sem, k
+
+
+def _final_by_seed(results: Results, method: str, metric: str, **filters) -> dict[Any, float]:
+    """{seed: value at the largest x} of the simulation rows (method, metric, filters)."""
+    best: dict[Any, tuple[float, float]] = {}
+    for r in results.select(method=method, metric=metric, kind="simulation", **filters):
+        x, s = float(r["x"]), r.get("seed")
+        if s not in best or x > best[s][0]:
+            best[s] = (x, float(r["value"]))
+    return {s: v for s, (_, v) in best.items()}
+
+
+def paired_gap(results: Results, a: tuple[str, dict], b: tuple[str, dict], metric: str,
+               se_metric: str | None = None) -> tuple[float, float, int]:
+    """(mean over seeds of final a - final b, its SE, seeds): a paired comparison.
+
+    The two methods share each seed's data and initialization, so the gap is averaged per
+    seed; its SE is the larger of the seed spread of the per-seed gaps / sqrt(k) (k >= 2) and
+    the within-seed Monte Carlo SE sqrt(se_a^2 + se_b^2) (root mean square over seeds) /
+    sqrt(k).
+    """
+    va = _final_by_seed(results, a[0], metric, **a[1])
+    vb = _final_by_seed(results, b[0], metric, **b[1])
+    seeds = sorted(set(va) & set(vb), key=str)
+    if not seeds:
+        return math.nan, math.nan, 0
+    gaps = np.array([va[s] - vb[s] for s in seeds])
+    k = len(seeds)
+    se = float(gaps.std(ddof=1) / math.sqrt(k)) if k > 1 else 0.0
+    if se_metric is not None:
+        sa = _final_by_seed(results, a[0], se_metric, **a[1])
+        sb = _final_by_seed(results, b[0], se_metric, **b[1])
+        mc = [sa.get(s, 0.0) ** 2 + sb.get(s, 0.0) ** 2 for s in seeds]
+        se = max(se, math.sqrt(float(np.mean(mc)) / k))
+    return float(gaps.mean()), se, k

@@ -8,11 +8,13 @@ every step updates W (B, m, d) by perturbed gradient descent (Eq. (21)):
 with f = f_L + f_Q (or one of them: the ``terms`` argument) and the square loss as a plain mean
 (authors' code, spec Sec. 3.5). The gradient is closed form (spec Sec. 2.4):
 
-    grad_W = [ diag(c) (D1 + D2 * Z) ]^T X / 1 + [ diag(lambda3 (2/n) P2 f_L) D1 ]^T X,
-    c = (2/n)(f - y),  Z = X W^T,
+    grad_W = [ diag(c + lambda3 (2/n) P2 f_L) D1 + diag(c) D2 * Z ]^T X,
+    c = (2/n)(f - y),  Z = X W^T,  f_L = rowsum(D1 * Z),  f_Q = rowsum(D2 * Z * Z)/2,
 
-so one step is two batched GEMMs of size n x m x d (Z and the pull-back) plus O(B n m)
-elementwise work; the B values share D1, D2 and X and run as one batched computation. With
+so one step is two batched GEMMs of size n x m x d (Z and the pull-back) plus six
+elementwise passes over (B, n, m) in preallocated buffers (D1 * Z, D2 * Z, D2 * Z * Z and
+the in-place build of the pull-back weights); the B values share D1, D2 and X and run as one
+batched computation. With
 s = 0 (the experiments' setting) this is plain GD. R3 comes from
 :class:`~lazylab.train.nichani.regularizers.R3Empirical`.
 """
@@ -56,28 +58,47 @@ def _masks(terms: Sequence[str] | Sequence[Sequence[str]], B: int, like: torch.T
     return ml, mq
 
 
+def _buf(work: dict[str, torch.Tensor] | None, name: str, shape: tuple[int, ...],
+         like: torch.Tensor) -> torch.Tensor | None:
+    """A reusable workspace tensor (None without a workspace: torch allocates)."""
+    if work is None:
+        return None
+    b = work.get(name)
+    if b is None or b.shape != shape or b.dtype != like.dtype or b.device != like.device:
+        b = torch.empty(shape, dtype=like.dtype, device=like.device)
+        work[name] = b
+    return b
+
+
 def taylor_step_grad(feats: TaylorFeatures, W: torch.Tensor, y: torch.Tensor,
                      lam3: torch.Tensor | None, r3: R3Empirical | None, *,
                      ml: torch.Tensor | None = None, mq: torch.Tensor | None = None,
+                     work: dict[str, torch.Tensor] | None = None,
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradient of E_n (y - f)^2 + lam3 R3 at W (B, m, d), f = ml f_L + mq f_Q.
 
-    ``ml``, ``mq``: (B, 1) 0/1 masks of the two terms (default both on). Returns
+    ``ml``, ``mq``: (B, 1) 0/1 masks of the two terms (default both on). ``work``: a dict
+    reused across steps for the (B, n, m) intermediates (no allocation, hence no page faults,
+    per step); the returned gradient then lives in it until the next call. Returns
     (grad (B, m, d), f (B, n), f_L (B, n)).
     """
-    n = feats.n
-    Z = feats.z(W)                                   # GEMM 1: (B, n, m)
-    fl = (feats.D1 * Z).sum(-1)
-    T = feats.D2 * Z
-    fq = 0.5 * (T * Z).sum(-1)
+    n, X = feats.n, feats.X
+    big = (*W.shape[:-2], n, feats.m)
+    Z = torch.matmul(X, W.transpose(-1, -2), out=_buf(work, "Z", big, X))  # GEMM 1: X W^T
+    P = torch.mul(Z, feats.D1, out=_buf(work, "P", big, X))
+    fl = P.sum(-1)                                   # f_L = sum_r D1 Z
+    T = torch.mul(Z, feats.D2, out=_buf(work, "T", big, X))
+    fq = 0.5 * torch.mul(T, Z, out=P).sum(-1)        # f_Q = sum_r D2 Z^2 / 2
     f = (fl if ml is None else ml * fl) + (fq if mq is None else mq * fq)
     c = (2.0 / n) * (f - y)
     cl = c if ml is None else ml * c
     cq = c if mq is None else mq * c
     if r3 is not None and lam3 is not None:
         cl = cl + lam3.unsqueeze(-1) * (2.0 / n) * r3.project(fl)
-    G = (cl.unsqueeze(-1) * feats.D1).addcmul_(cq.unsqueeze(-1), T)
-    return feats.pullback(G), f, fl                  # GEMM 2: (B, m, d)
+    # G = diag(cq) D2 * Z + diag(cl) D1, built in place in T (two passes, no new (B, n, m))
+    G = T.mul_(cq.unsqueeze(-1)).addcmul_(feats.D1, cl.unsqueeze(-1))
+    out = _buf(work, "grad", (*W.shape[:-2], feats.m, X.shape[1]), X)
+    return torch.matmul(G.transpose(-1, -2), X, out=out), f, fl   # GEMM 2: G^T X
 
 
 def train_taylor(train: TaylorFeatures, y: torch.Tensor, *, steps: int, lr: float,
@@ -128,9 +149,10 @@ def train_taylor(train: TaylorFeatures, y: torch.Tensor, *, steps: int, lr: floa
     out: dict[str, list[np.ndarray]] = {k: [] for k in
                                         ("train_loss", "test_loss", "R3", "fro", "max_row")}
     noise_scale = noise_std / (m * d) ** 0.5
+    work: dict[str, torch.Tensor] = {}
     for t in range(int(steps) + 1):
         grad, f, fl = taylor_step_grad(train, W, y, lam if r3 is not None else None, r3,
-                                       ml=ml, mq=mq)
+                                       ml=ml, mq=mq, work=work)
         if t in log_set:
             loss = ((f - y) ** 2).mean(-1)
             if not bool(torch.isfinite(loss).all()):
