@@ -38,7 +38,7 @@ __all__ = ["Alpha", "AlphaParams"]
 class AlphaParams(T1Params):
     betas: list[float] = Field([1.0, 0.5, 0.3, 0.2, 0.0], min_length=2,
                                description="base-signal weights beta (need some > and < alpha)")
-    widths: list[int] = Field([128], min_length=1, description="widths m")
+    widths: list[int] = Field([32, 128], min_length=1, description="widths m")
 
     @field_validator("betas")
     @classmethod
@@ -64,7 +64,7 @@ class Alpha(Experiment):
         "widths": [20, 50, 100, 200, 500, 1000, 2000], "epochs": 800, "lr_decades": (-4, 0),
         "n_val": 500, "n_test": 20000,
         "wds": [0.0, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3], "max_group": 40}}
-    est_seconds = {"quick": 60.0, "paper": 3 * 3600.0}
+    est_seconds = {"quick": 80.0, "paper": 3 * 3600.0}
     robustness_axes = {"epochs": [8, 10, 14], "n_test": [1000, 2000, 4000]}
     smoke = {"d": 10, "widths": [8], "epochs": 2, "n_all": 100, "n_hidden": 100, "n_val": 100,
              "n_test": 400, "lr_decades": (-2, -2), "wds": [0.0], "betas": [1.0, 0.0],

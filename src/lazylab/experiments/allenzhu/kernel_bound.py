@@ -106,7 +106,7 @@ class KernelBound(Experiment):
     Params = KernelBoundParams
     scales = {"quick": {}, "paper": {"ds": [12, 14, 16], "n_points": 14, "n_max_factor": 2.0,
                                      "resnet_width": 128, "general_max_d": 14}}
-    est_seconds = {"quick": 60.0, "paper": 1800.0}
+    est_seconds = {"quick": 90.0, "paper": 1800.0}
     robustness_axes = {"resnet_width": [24, 48, 96], "n_max_factor": [1.3, 1.6, 2.0]}
     smoke = {"ds": [8], "ks": [2, 3], "n_points": 6, "kernels": ["gaussian", "relu-features"]}
     claim_statements = {
