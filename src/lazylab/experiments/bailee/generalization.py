@@ -52,7 +52,7 @@ Dist = Literal["sphere", "hypercube", "anisotropic", "subspace"]
 
 class GeneralizationParams(ExperimentParams):
     ds: list[int] = Field([10, 14, 20, 28, 40, 56, 80], min_length=3,
-                          description="input dimensions d (distinct, >= 4)")
+                          description="input dimensions d (distinct, in [4, 500])")
     n_per_d: int = Field(10, ge=2, le=200, description="samples n = n_per_d * d")
     B_x: float = Field(1.0, gt=0, description="input radius B_x")
     kappa: float = Field(10.0, ge=1.0, le=1e4, description="condition number (anisotropic)")
@@ -131,8 +131,8 @@ class Generalization(Experiment):
     def validate(self, p: GeneralizationParams) -> None:
         from lazylab.errors import InputError
 
-        if len(set(p.ds)) != len(p.ds) or min(p.ds) < 4 or max(p.ds) > 2000:
-            raise InputError(f"--set ds: distinct dimensions in [4, 2000]; got {p.ds}")
+        if len(set(p.ds)) != len(p.ds) or min(p.ds) < 4 or max(p.ds) > 500:
+            raise InputError(f"--set ds: distinct dimensions in [4, 500]; got {p.ds}")
         if min(p.ds) <= p.k_sub:
             raise InputError(f"--set ds: every d must exceed k_sub = {p.k_sub}")
 

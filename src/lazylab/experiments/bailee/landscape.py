@@ -19,9 +19,9 @@ Three parts, one unit per width:
   the asymptotic regime starts near m = 100).
 * **teacher-student** (C9, Theorem 4): noisy GD (Langevin) on the exact L~_lam from a small
   random init (0 is a saddle), lambda = (2 gamma OPT) / (C ||W*||^8) (App. B.6), step size
-  lr0 sqrt(m) / alpha (the quadratic model's time scale grows like sqrt(m), spec Sec. 3.6), a
-  fixed number of steps with a cosine decay. Measured: L~_lam(W_hat), OPT, the coupling cost
-  eps_m = L~_lam(W*) - OPT, ||W_hat||_{2,4}, and the curvature of L~ at 0 along W*.
+  lr0 sqrt(m) / (alpha B_x^2) (the quadratic model's time scale grows like sqrt(m), spec
+  Sec. 3.6), a fixed number of steps with a cosine decay. Measured: L~_lam(W_hat), OPT, the
+  coupling cost eps_m = L~_lam(W*) - OPT, ||W_hat||_{2,4}, and the curvature of L~ at 0 along W*.
 * **saddle** (C10): at W = 0 the exact gradient of L~ vanishes and plain GD stays at 0 exactly;
   along W* the curvature is -2 mean(y f*) + O(m^{-1/2}) < 0, so W = 0 is a strict saddle and the
   perturbed (small-init, noisy) GD of the teacher part escapes it.
@@ -77,7 +77,7 @@ SADDLE_STEPS = 50
 
 
 class LandscapeParams(ExperimentParams):
-    d: int = Field(10, ge=2, le=200, description="input dimension")
+    d: int = Field(10, ge=2, le=40, description="input dimension")
     n: int = Field(100, ge=10, le=5000, description="training points")
     B_x: float = Field(1.0, gt=0, description="input radius B_x (w0 ~ N(0, B_x^-2 I))")
     noise: float = Field(0.5, ge=0.05, le=2.0,
@@ -93,7 +93,7 @@ class LandscapeParams(ExperimentParams):
     steps: int = Field(300, ge=200, le=100_000,
                        description="noisy GD steps (>= 200: escape from the small init and "
                                    "settle; lr ~ sqrt(m) makes this m-independent)")
-    lr0: float = Field(0.7, gt=0, le=2.0, description="step size lr0 sqrt(m) / alpha")
+    lr0: float = Field(0.7, gt=0, le=1.0, description="step size lr0 sqrt(m) / (alpha B_x^2)")
     init_scale: float = Field(0.1, gt=0, le=1.0,
                               description="init: ||u_r|| ~ init_scale m^-1/4 / B_x")
     temperature: float = Field(1e-3, ge=0, le=0.1,
@@ -114,6 +114,13 @@ def _data(p: LandscapeParams, device: torch.device | str = "cpu"):
 def _labels(t: torch.Tensor, xi: torch.Tensor, alpha: float, noise: float) -> torch.Tensor:
     f = alpha * t**2
     return f + noise * float(f.std()) * xi
+
+
+def _lr(p: LandscapeParams, m: int) -> float:
+    """Step size lr0 sqrt(m) / (alpha B_x^2): the quadratic model's time scale grows like
+    sqrt(m) (spec Sec. 3.6), its curvature like alpha, and in the coordinates B_x w the
+    problem does not depend on B_x."""
+    return p.lr0 * math.sqrt(m) / (p.alpha * p.B_x**2)
 
 
 def _alpha_ineq(p: LandscapeParams) -> float:
@@ -219,7 +226,7 @@ class Landscape(Experiment):
         g = sub_generator(seed, "init", device)
         rnet = SignRandomizedNet(net, init_std=p.init_scale * m**-0.25 / (p.B_x * math.sqrt(p.d)),
                                  generator=g)
-        hist = train_randomized(rnet, X, y, lr=p.lr0 * math.sqrt(m) / p.alpha, steps=p.steps,
+        hist = train_randomized(rnet, X, y, lr=_lr(p, m), steps=p.steps,
                                 generator=sub_generator(seed, "langevin", device),
                                 objective="exact", lam=lam,
                                 noise_std=p.temperature * m**-0.5, schedule=cosine(p.steps),
@@ -244,7 +251,7 @@ class Landscape(Experiment):
         loss = randomized_risk(rnet, X, y)
         (grad,) = torch.autograd.grad(loss, rnet.U)
         # plain GD (no noise, no perturbation) on the exact L~ from W = 0
-        hist = train_randomized(rnet, X, y, lr=p.lr0 * math.sqrt(m) / p.alpha,
+        hist = train_randomized(rnet, X, y, lr=_lr(p, m),
                                 steps=min(p.steps, SADDLE_STEPS),
                                 generator=torch.Generator(device=X.device),
                                 objective="exact", log_points=10)
