@@ -1,0 +1,158 @@
+"""The four Nichani, Bai & Lee (2022) experiments: validation, and falsification of every claim.
+
+Each claim is first evaluated on a results table where it holds (the real quick run for
+``nichani-spectrum``; small synthetic tables with the experiments' own row layout for the
+training experiments, whose quick runs take a minute), then the stored simulation rows are
+tilted in the direction a wrong result would take and the claim must fail.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from harness import run_in_memory, tilted
+from lazylab.errors import DataNotFound, InputError
+from lazylab.experiments import get_experiment
+from lazylab.experiments.base import Results, row
+from lazylab.experiments.nichani import regularizer as reg
+from lazylab.experiments.nichani import taylor as tay
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def _claims(exp, p, results):
+    return {c.id: c for c in exp.claims(p, results)}
+
+
+def _scaled(results, f):
+    return tilted(results, f)
+
+
+# ----------------------------------------------------------------------------- validation
+def test_validation_refuses_bad_combinations(tmp_path):
+    exp = get_experiment("nichani-regularizer")
+    with pytest.raises(InputError, match="lam3"):
+        exp.validate(exp.resolve("quick", {"lam3": [0.1, 1.0]}))
+    with pytest.raises(InputError, match="n_k"):
+        exp.validate(exp.resolve("quick", {"n_k": 500}))
+    t = get_experiment("nichani-taylor")
+    with pytest.raises(DataNotFound, match="data_root") as e:
+        t.validate(t.resolve("quick", {"dataset": "cifar10", "data_root": str(tmp_path)}))
+    assert e.value.exit_code == 2
+    m = get_experiment("nichani-mlp-scaling")
+    with pytest.raises(InputError, match="i_grid"):
+        m.validate(m.resolve("quick", {"i_grid": [4.0, 2.0]}))
+
+
+# ----------------------------------------------------------------------------- spectrum
+def test_spectrum_quick_claims_hold_and_fail_when_tilted():
+    run = run_in_memory("nichani-spectrum")
+    assert all(c.held for c in run.claims.values()), {k: c.ratio for k, c in run.claims.items()}
+    exp, p = run.exp, run.p
+    sig = _claims(exp, p, _scaled(run.results, lambda r: 1.3 if r["method"] == "Sigma-hat"
+                                  and r["metric"] == "eigenvalue" else None))
+    assert sig["xi-levels"].failed
+    tr = _claims(exp, p, _scaled(run.results, lambda r: 1.01 if r["metric"] == "trace"
+                                 else None))
+    assert tr["trace"].failed
+    gram = _claims(exp, p, _scaled(run.results, lambda r: 1.5 if r["method"] == "Gram K"
+                                   else None))
+    assert gram["gram-ridge"].failed and gram["gram-top"].failed
+
+
+# ----------------------------------------------------------------------------- regularizer
+def _reg_table(p, *, best=0.15, lam0=0.45, fq=0.3, fl=0.55, ntk=None, train=1e-4, r3_best=1e-3,
+               r3_0=0.3, move_best=3.0, move_fl=1.0) -> Results:
+    exp = get_experiment("nichani-regularizer")
+    th = exp.theory(p)
+    ntk = th[-1]["value"] if ntk is None else ntk
+    x = math.log(p.lr * p.steps) / math.log(p.d)
+    rows = []
+    for s, eps in enumerate((-0.01, 0.01)):
+        def add(meth, metric, v, s=s, **f):
+            rows.append({**row(meth, reg.X_NAME, x, metric, v, **f), "seed": s})
+        for lam in p.lam3:
+            meth, f = (reg.LQ, {}) if lam == 0 else (reg.LQR, {"lam3": lam})
+            test = lam0 if lam == 0 else (best if lam == 1.0 else best + 0.1)
+            add(meth, "test_loss", test + eps, **f)
+            add(meth, "test_loss_se", 0.01, **f)
+            add(meth, "train_loss", train, **f)
+            add(meth, "R3", r3_0 if lam == 0 else r3_best, **f)
+            add(meth, "max_row", move_best if lam > 0 else 1.0, **f)
+        for meth, test in ((reg.LONLY, fl), (reg.QONLY, fq)):
+            add(meth, "test_loss", test + eps)
+            add(meth, "test_loss_se", 0.01)
+            add(meth, "train_loss", train)
+            add(meth, "max_row", move_fl if meth == reg.LONLY else 2.0)
+        add(reg.NTK, "test_loss", ntk + eps)
+        add(reg.NTK, "test_loss_se", 0.01)
+    return Results(rows + [{**r, "seed": None} for r in th])
+
+
+def test_regularizer_claims_hold_and_each_fails_when_tilted():
+    exp = get_experiment("nichani-regularizer")
+    p = exp.resolve("quick")
+    ok = _claims(exp, p, _reg_table(p))
+    assert all(c.held for c in ok.values()), {k: (c.measured, c.tolerance) for k, c in ok.items()}
+    assert _claims(exp, p, _reg_table(p, train=0.05))["interpolation"].failed
+    assert _claims(exp, p, _reg_table(p, ntk=0.3))["ntk-ridgeless"].failed
+    assert _claims(exp, p, _reg_table(p, best=0.4))["escape"].failed
+    assert _claims(exp, p, _reg_table(p, r3_best=0.2))["escape"].failed
+    assert _claims(exp, p, _reg_table(p, fq=0.14))["ordering"].failed
+    assert _claims(exp, p, _reg_table(p, fl=0.25))["ordering"].failed
+    assert _claims(exp, p, _reg_table(p, move_best=1.5))["far-from-lazy"].failed
+
+
+# ----------------------------------------------------------------------------- MLP scaling
+def _mlp_table(power: float) -> Results:
+    rows = []
+    for d, wiggle in zip((4, 5, 6, 7, 8, 10, 12), (1.05, 0.95, 1.0, 1.08, 0.93, 1.02, 0.98),
+                         strict=True):
+        rows.append({**row("ReLU MLP", "d", d, "n_star", 10.0 * d**power * wiggle), "seed": 0})
+    return Results(rows)
+
+
+def test_mlp_scaling_claims_hold_at_d2_and_fail_at_d3():
+    exp = get_experiment("nichani-mlp-scaling")
+    p = exp.resolve("quick")
+    ok = _claims(exp, p, _mlp_table(2.0))
+    assert ok["slope-2"].held and ok["not-cubic"].held
+    bad = _claims(exp, p, _mlp_table(3.0))
+    assert bad["slope-2"].failed and bad["not-cubic"].failed
+
+
+# ----------------------------------------------------------------------------- Taylor
+def _taylor_table(lin_dist, quad_dist, lin_test, quad_test) -> Results:
+    rows = []
+    for s in range(2):
+        def add(meth, metric, v, x=20.0, s=s):
+            rows.append({**row(meth, tay.X_NAME, x, metric, v), "seed": s})
+        add(tay.FULL, "test_loss", 0.45)
+        add(tay.LIN, "test_loss", lin_test + 0.002 * s)
+        add(tay.QUAD, "test_loss", quad_test + 0.002 * s)
+        add(tay.LIN, "dist_to_full", lin_dist + 0.001 * s)
+        add(tay.QUAD, "dist_to_full", quad_dist + 0.001 * s)
+        add(tay.QUAD, "dist_gap_se", 0.002)
+        add(tay.QUAD, "test_gap_se", 0.003)
+    return Results(rows)
+
+
+def test_taylor_claims_hold_and_fail_when_swapped():
+    exp = get_experiment("nichani-taylor")
+    p = exp.resolve("quick")
+    ok = _claims(exp, p, _taylor_table(0.05, 0.02, 0.55, 0.5))
+    assert ok["quad-closer"].held and ok["quad-lower-test"].held
+    bad = _claims(exp, p, _taylor_table(0.02, 0.05, 0.5, 0.55))
+    assert bad["quad-closer"].failed and bad["quad-lower-test"].failed
+    # a gap within the Monte Carlo noise is not evidence
+    tie = _claims(exp, p, _taylor_table(0.021, 0.02, 0.501, 0.5))
+    assert tie["quad-closer"].failed and tie["quad-lower-test"].failed
