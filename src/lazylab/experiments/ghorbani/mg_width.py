@@ -56,7 +56,7 @@ METHODS = ("NN", "NT(I)", "RF(I)")
 class MGWidthParams(WidthParams):
     steps_per_d: ClassVar[int] = 100
     d: int = Field(30, ge=4, le=4000, description="input dimension (paper: 450); with "
-                   "nt_protocol=lstsq (quick) d <= 61, larger d need nt_protocol=sgd")
+                   "nt_protocol=lstsq (quick) d <= 61, larger d need nt_protocol=cg or sgd")
     nt_samples: int = Field(30_000, ge=100, le=10**8,
                             description="samples of the NT least-squares fit")
     init_scale: float = Field(0.5, gt=0, le=10, description="NN init w_i ~ N(0, s^2 "
@@ -80,7 +80,7 @@ class MGWidth(WidthExperiment):
     nn_lr_coef = 0.36
     scales = {"quick": {}, "paper": {
         "d": 450, "n_widths": 15, "rf_samples": 500_000, "rf_reps": 10,
-        "nt_protocol": "sgd", "nt_reps": 1, "test_samples": 10_000, "sgd_steps": 140_000,
+        "nt_protocol": "cg", "nt_reps": 1, "test_samples": 10_000, "sgd_steps": 140_000,
         "tail_fraction": 0.1, "theory_draws": 0, "chunk": 20_000,
         "lr_factors": [0.5, 1.0, 2.0, 4.0]}}
     default_seeds = {"quick": 1, "paper": 1}

@@ -54,7 +54,7 @@ ZERO_THRESHOLD = 0.01
 
 class QFWidthParams(WidthParams):
     d: int = Field(40, ge=4, le=4000, description="input dimension (paper: 450); with "
-                   "nt_protocol=lstsq (quick) d <= 61, larger d need nt_protocol=sgd")
+                   "nt_protocol=lstsq (quick) d <= 61, larger d need nt_protocol=cg or sgd")
 
 
 @register
@@ -69,7 +69,7 @@ class QFWidth(WidthExperiment):
     asymptotic_methods = ASYMPTOTIC
     scales = {"quick": {}, "paper": {
         "d": 450, "n_widths": 15, "rf_samples": 500_000, "rf_reps": 10,
-        "nt_protocol": "sgd", "nt_reps": 1, "test_samples": 10_000, "sgd_steps": 200_000,
+        "nt_protocol": "cg", "nt_reps": 1, "test_samples": 10_000, "sgd_steps": 200_000,
         "tail_fraction": 0.075, "theory_draws": 0, "chunk": 20_000,
         "lr_factors": [0.5, 1.0, 2.0, 4.0]}}
     default_seeds = {"quick": 1, "paper": 1}

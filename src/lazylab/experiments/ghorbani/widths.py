@@ -32,6 +32,7 @@ from lazylab.experiments.base import Experiment, Results, geomspace_int, row
 from lazylab.experiments.ghorbani import common as C
 from lazylab.experiments.ghorbani.verdicts import lstsq_allowance, match_claim, sgd_allowance
 from lazylab.seeding import derive_seed, torch_generator
+from lazylab.solve import nt_least_squares
 
 __all__ = ["width_grid", "width_plot", "width_statements", "WidthParams", "WidthExperiment"]
 
@@ -73,9 +74,10 @@ class WidthParams(C.GhorbaniParams):
                             description="samples of the RF least-squares fit (paper: 5e5)")
     rf_reps: int = Field(3, ge=1, le=100, description="independent draws of W per RF point "
                          "(paper: 10)")
-    nt_protocol: Literal["lstsq", "sgd"] = Field(
-        "lstsq", description="NT training: least squares on nt_samples samples, or one-pass SGD "
-        "(the paper's protocol; needed when N d is large)")
+    nt_protocol: Literal["lstsq", "sgd", "cg"] = Field(
+        "lstsq", description="NT training: least squares on nt_samples samples (lstsq: normal "
+        "equations in a basis, small d; cg: streamed conjugate gradients, any d, paper scale), "
+        "or one-pass SGD (the paper's protocol, which stalls above the limit at d = 450)")
     nt_reps: int = Field(3, ge=1, le=100, description="independent draws of W per NT point with "
                          "N < d (for N >= d the NT class does not depend on W)")
     nt_samples: int = Field(20_000, ge=100, le=10**8,
@@ -132,7 +134,7 @@ class WidthParams(C.GhorbaniParams):
             raise ValueError(f"rf_samples must exceed 2 N_max = {2 * n_max} (least squares "
                              f"with N_max features); got {self.rf_samples}")
         p = C.nt_basis_size(self.d, n_max)
-        if self.nt_protocol == "lstsq" and self.nt_samples <= 2 * p:
+        if self.nt_protocol in ("lstsq", "cg") and self.nt_samples <= 2 * p:
             raise ValueError(f"nt_samples must exceed twice the NT basis size {p} at d = "
                              f"{self.d}; got {self.nt_samples} (or use nt_protocol=sgd)")
         return self
@@ -207,6 +209,13 @@ class WidthExperiment(Experiment):
         elif method == "NT(I)" and p.nt_protocol == "lstsq":
             W = C.draw_weights(p.d, N, gen).to(device)
             q, train = C.fit_nt_lstsq(W, prob.sampler(torch.float64), p.nt_samples, p.chunk, gen)
+            extra["risk_population_limit"] = self.nt_limit(W, prob)
+        elif method == "NT(I)" and p.nt_protocol == "cg":
+            # Same least-squares fit as lstsq, by CG over streamed samples (lazylab.solve).
+            W = C.draw_weights(p.d, N, gen).to(device)
+            nt = nt_least_squares(W, prob.sampler(), p.nt_samples, seed=seed, chunk=p.chunk,
+                                  device=device)
+            q, train = C.QuadForm(nt.M.double().numpy(), float(nt.c)), nt.train_mse
             extra["risk_population_limit"] = self.nt_limit(W, prob)
         elif method == "NT(I)":
             def run(lr: float) -> tuple:
@@ -296,7 +305,7 @@ class WidthExperiment(Experiment):
             elif m == "NT(I)":
                 nt_src = {"ref_metric": "risk_finite_d"} if nt_exact_ref else src
                 draws = None if nt_exact_ref else (p.theory_draws or None)
-                if p.nt_protocol == "lstsq":
+                if p.nt_protocol in ("lstsq", "cg"):
                     def allow(N: float, ref: float) -> float:
                         return lstsq_allowance(ref, C.nt_basis_size(p.d, int(N)), p.nt_samples)
                     rule = (f"seed noise: 3 SE (W fluctuation) + least squares: 2 ref p/(n-p-1) "
