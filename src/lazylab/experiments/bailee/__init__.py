@@ -1,7 +1,8 @@
-"""Bai & Lee (2020), "Beyond Linearization": the four experiments of spec Sec. 5 / 7.3.
+"""Bai & Lee (2020), "Beyond Linearization": the six experiments of spec Sec. 5 / 7.3.
 
 Importing this package registers ``bailee-coupling`` (C4), ``bailee-expressivity`` (C12),
-``bailee-xor`` (C14) and ``bailee-higher-order`` (C15).
+``bailee-xor`` (C14), ``bailee-higher-order`` (C15), ``bailee-landscape`` (C7-C10) and
+``bailee-generalization`` (C13).
 """
 
 from lazylab.experiments.bailee.coupling import Coupling
