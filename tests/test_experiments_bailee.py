@@ -86,9 +86,11 @@ def test_expressivity_tiny_run(tmp_path):
 def test_xor_tiny_run(tmp_path):
     out, claims = _run("bailee-xor", tmp_path, ds="6,10", m="100", n_min="8", n_max="256",
                        steps="60", n_test="400")
-    assert set(claims) == {"beat-ntk", "nstar-faster"}
-    rows = out.exp_dir / "results.csv"
-    text = rows.read_text()
+    assert set(claims) == {"ntk-slope", "quad-slope", "randomized-slope", "nstar-faster",
+                           "beat-ntk"}
+    res = out.exp_dir / "results.csv"
+    text = res.read_text()
+    assert text.splitlines()[0].split(",")[-1] == "d"  # the facet column
     for meth in ("NTK", "QuadNTK", "randomized net"):
         assert f"{meth},simulation,d,10.0" in text
 
@@ -148,4 +150,5 @@ def test_paper_scale_smallest_units_start():
     exp = REGISTRY["bailee-xor"]
     p = exp.resolve("paper", {"n_max": 24, "steps": 3, "n_test": 200})
     rows = exp.run_unit(p, exp.units(p)[0], 0, CPU)
-    assert {r["method"] for r in rows} == {"NTK", "QuadNTK", "randomized net"}
+    assert {r["method"] for r in rows} == {"NTK", "QuadNTK", "randomized net",
+                                          "randomized net, L~"}

@@ -37,28 +37,48 @@ from pydantic import Field, field_validator
 
 from lazylab.data import flip_labels, hypercube, xor2
 from lazylab.experiments import register
-from lazylab.experiments.bailee.common import PAPER, loglog_slope, make_net
+from lazylab.experiments.bailee.common import PAPER, make_net
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
 from lazylab.experiments.style import finish, method_color, series_points, sim_points
+from lazylab.experiments.toolkit import (
+    K_SE,
+    crossing,
+    k_eff,
+    loglog_fit,
+    slope_claim,
+    sub_generator,
+)
 from lazylab.kernels import ntk
 from lazylab.models import QuadraticModel, SignRandomizedNet
-from lazylab.seeding import derive_seed, torch_generator
 from lazylab.solve import kernel_ridge
 from lazylab.theory.bailee import XOR_NSTAR_SLOPES
 from lazylab.train import TrainingDiverged, fit
 from lazylab.train.bailee.randomized_risk import sign_moments, train_randomized
 
-__all__ = ["Xor", "XorParams"]
+__all__ = ["Xor", "XorParams", "crossing", "n_grid"]
 
 NTK, QUAD, RAND = "NTK", "QuadNTK", "randomized net"
+#: The randomized net's own risk L~ = E_Sigma (y - f)^2 = (y - E_Sigma f)^2 + Var_Sigma f, a
+#: labelled extra: Var_Sigma f leaves an O(m^-1/2) floor (measured 0.075-0.08 Var y at m = 500,
+#: d = 10, n = 128-256), just below the default target 0.1, so at quick sizes its n* would
+#: measure the floor rather than learning; n* of the randomized net uses E_Sigma f.
+RAND_MEAN = "randomized net, L~"
 METHODS = (NTK, QUAD, RAND)
 F32 = torch.float32
 #: Halvings of the step size tried after a divergence.
 RETRIES = 4
 #: Upper end (in units of Var y) of the NTK's learning regime compared by "beat-ntk".
 BEAT_UPPER = 0.5
-#: Margin by which log n*(NTK) must grow faster in log d than for the other two (theory: 1).
-SLOPE_MARGIN = 0.25
+#: Deterministic allowance on the n* slopes: the number of degree-2 harmonics d(d-1)/2 has a
+#: log-log slope (2d - 1)/(d - 1) = 2.05-2.1 over d in [10, 40] (NTK), and the O~(d) bound of
+#: the quadratic / randomized models hides a log d, slope 1 + 1/ln d ~ 1.3-1.4 there.
+NTK_SLOPE_BIAS = 0.15
+LOW_SLOPE_BIAS = 0.45
+#: n* is interpolated on a sqrt(2) grid: one grid step is a factor sqrt(2) in n*.
+GRID_FACTOR = math.sqrt(2)
+SLOPE_MODEL = ("finite d: {bias} for the lower-order terms of the prediction (see "
+               "NTK_SLOPE_BIAS / LOW_SLOPE_BIAS); seed noise and the sqrt(2) grid through the "
+               "residual SE of the log-log fit (t-widened)")
 
 
 class XorParams(ExperimentParams):
@@ -102,19 +122,6 @@ def n_grid(p: XorParams, d: int) -> list[int]:
     return out
 
 
-def crossing(ns: list[float], errs: list[float], target: float) -> float:
-    """First n at which err <= target, log-linear between the grid points around it (nan if
-    never; the first grid point if already there)."""
-    for i, (n, e) in enumerate(zip(ns, errs, strict=True)):
-        if e <= target:
-            if i == 0:
-                return float(n)
-            n0, e0 = ns[i - 1], errs[i - 1]
-            frac = (math.log(e0) - math.log(target)) / (math.log(e0) - math.log(max(e, 1e-12)))
-            return float(math.exp(math.log(n0) + frac * (math.log(n) - math.log(n0))))
-    return math.nan
-
-
 def _mse(pred: torch.Tensor, y: torch.Tensor) -> float:
     return float(((pred - y) ** 2).mean())
 
@@ -136,11 +143,18 @@ class Xor(Experiment):
     default_seeds = {"quick": 1, "paper": 3}
     est_seconds = {"quick": 30.0, "paper": 3600.0}
     claim_statements = {
-        "beat-ntk": "for d >= 20, at every n where the NTK is learning (its test MSE between the "
-                    "target and 0.5 Var y), the randomized net and QuadNTK have lower test MSE",
-        "nstar-faster": "log n* grows faster in log d for the NTK than for the randomized and "
-                        "quadratic models (theory: slope 2 vs 1)",
+        "ntk-slope": "the NTK's n* grows like d^2 (two-sided log-log slope; Wei et al. 2019 "
+                     "lower bound Omega(d^2))",
+        "quad-slope": "QuadNTK's n* grows like d (up to log factors; two-sided slope)",
+        "randomized-slope": "the randomized net's n* (test MSE of its sign average E_Sigma f) "
+                            "grows like d (up to log factors; two-sided slope)",
+        "nstar-faster": "log n* grows faster in log d for the NTK than for the randomized net "
+                        "(theory: slope 2 vs 1)",
+        "beat-ntk": "at the largest d, QuadNTK and the randomized net reach the target with "
+                    "fewer samples than the NTK, by more than the sqrt(2) grid resolution",
     }
+    robustness_axes = {"m": [300, 500, 800], "target": [0.08, 0.1, 0.15]}
+    smoke = {"ds": [6, 8, 10], "m": 100, "n_min": 8, "n_max": 512, "steps": 60, "n_test": 400}
 
     def units(self, p: XorParams) -> list[dict[str, Any]]:
         return [{"d": d} for d in p.ds]
@@ -150,18 +164,19 @@ class Xor(Experiment):
         d = int(key["d"])
         B_x = math.sqrt(d)
         target_fn = xor2()
-        g_test = torch_generator(derive_seed(seed, "test"), device)
+        g_test = sub_generator(seed, "test", device)
         Xt = hypercube(p.n_test, d, generator=g_test, dtype=F32)
         yt = target_fn(Xt)
         net = make_net(d, p.m, activation="relu3_6", B_x=B_x, seed=seed, device=device,
                        dtype=F32)
         active = {meth: 0 for meth in METHODS}  # consecutive hits
-        curves: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in METHODS}
+        curves: dict[str, tuple[list[float], list[float]]] = {
+            k: ([], []) for k in (*METHODS, RAND_MEAN)}
         rows = []
         for n in n_grid(p, d):
             if not any(h < p.stop_after for h in active.values()):
                 break
-            g = torch_generator(derive_seed(seed, "train", n), device)
+            g = sub_generator(seed, f"train-n{n}", device)
             X = hypercube(n, d, generator=g, dtype=F32)
             y = target_fn(X)
             if p.label_noise > 0:
@@ -171,15 +186,20 @@ class Xor(Experiment):
                     continue
                 out = self._fit(p, meth, net, X, y, Xt, B_x, g)
                 mse = _mse(out["pred"], yt)
-                rows += [row(meth, "n", n, f"test_mse_d{d}", mse),
-                         row(meth, "n", n, f"test_error_d{d}", _err01(out["pred"], yt))]
+                # The randomized net's test MSE is that of its sign average E_Sigma f; its own
+                # risk L~ (exact, with Var_Sigma f) is kept as a labelled extra (RAND_MEAN).
+                err = mse
+                rows += [row(meth, "n", n, "test_mse", err, d=d),
+                         row(meth, "n", n, "test_error", _err01(out["pred"], yt), d=d)]
                 if "risk" in out:
-                    rows.append(row(meth, "n", n, f"randomized_risk_d{d}", out["risk"]))
+                    rows.append(row(RAND_MEAN, "n", n, "test_mse", out["risk"], d=d))
+                    curves[RAND_MEAN][0].append(n)
+                    curves[RAND_MEAN][1].append(out["risk"])
                 if "lr" in out:
-                    rows.append(row(meth, "n", n, f"lr_d{d}", out["lr"]))
+                    rows.append(row(meth, "n", n, "lr", out["lr"], d=d))
                 curves[meth][0].append(n)
-                curves[meth][1].append(mse)
-                active[meth] = active[meth] + 1 if mse <= p.target else 0
+                curves[meth][1].append(err)
+                active[meth] = active[meth] + 1 if err <= p.target else 0
         for meth, (ns, errs) in curves.items():
             rows.append(row(meth, "d", d, "n_star", crossing(ns, errs, p.target)))
         return rows
@@ -231,42 +251,49 @@ class Xor(Experiment):
         return []
 
     def claims(self, p: XorParams, results: Results) -> list[Claim]:
-        nstar = {meth: dict(zip(*results.series(meth, "n_star")[:2], strict=True))
-                 for meth in METHODS}
-        worst, held = {}, True
-        big = [d for d in p.ds if d >= 20] or [max(p.ds)]
-        for d in big:
-            # Where the NTK is near chance (MSE > 0.5) every method is, and the ratio is noise
-            # of the training draw; below the target all have learned. In between is the
-            # regime where "beating the NTK at equal n" is informative.
-            x_n, mse_n, _, _ = results.series(NTK, f"test_mse_d{d}")
-            ref = {float(n): float(v) for n, v in zip(x_n, mse_n, strict=True)
-                   if p.target < v <= BEAT_UPPER}
-            for meth in (QUAD, RAND):
-                xs, ms, _, _ = results.series(meth, f"test_mse_d{d}")
-                mine = {float(n): float(v) for n, v in zip(xs, ms, strict=True)}
-                # A method stops after stop_after hits below the target: beyond its last n its
-                # MSE is bounded by the last (below-target) value, used as a stand-in.
-                last = (max(mine), mine[max(mine)]) if mine else (math.inf, math.inf)
-                pairs = [mine[n] / v if n in mine else last[1] / v
-                         for n, v in ref.items() if n in mine or (n > last[0]
-                                                                   and last[1] <= p.target)]
-                r = max(pairs, default=math.nan)
-                worst[f"{meth} d={d}"] = round(float(r), 3)
-                held = held and bool(pairs) and r < 1.0
-        out = [Claim("beat-ntk", self.claim_statements["beat-ntk"], held,
-                     {"max MSE ratio method/NTK": worst}, "< 1", "0 (strict at every n)")]
-        slopes = {}
-        for meth in METHODS:
-            ds = sorted(nstar[meth])
-            vals = [nstar[meth][x] for x in ds]
-            slopes[meth] = loglog_slope(ds, vals)[0] if len(ds) >= 2 else math.nan
-        ok = all(math.isfinite(s) for s in slopes.values()) and all(
-            slopes[NTK] - slopes[m] >= SLOPE_MARGIN for m in (QUAD, RAND))
-        out.append(Claim("nstar-faster", self.claim_statements["nstar-faster"], ok,
-                         {k: round(v, 3) for k, v in slopes.items()},
-                         {k: v for k, v in XOR_NSTAR_SLOPES.items()},
-                         f"slope(NTK) - slope(other) >= {SLOPE_MARGIN}"))
+        st = self.claim_statements
+        series = {meth: results.series(meth, "n_star") for meth in METHODS}
+        out = []
+        for meth, cid, exp, bias in ((NTK, "ntk-slope", 2.0, NTK_SLOPE_BIAS),
+                                     (QUAD, "quad-slope", 1.0, LOW_SLOPE_BIAS),
+                                     (RAND, "randomized-slope", 1.0, LOW_SLOPE_BIAS)):
+            s_ = series[meth]
+            ok = np.isfinite(s_.mean)
+            if ok.sum() < len(s_.x) or len(s_.x) < 2:
+                out.append(Claim.verdict(cid, st[cid], False, math.nan, exp, math.nan,
+                                         error_model=SLOPE_MODEL.format(bias=bias),
+                                         details={"reason": "n* not reached at some d (raise "
+                                                            "n_max)", "n_star": s_.mean.tolist()}))
+                continue
+            out.append(slope_claim(cid, st[cid], s_.x, s_.mean, exp, bias=bias,
+                                   error_model=SLOPE_MODEL.format(bias=bias),
+                                   sem=s_.sem if np.any(s_.n > 1) else None))
+        # NTK's n* grows faster than the randomized net's: slope difference > k se.
+        fits = {m: loglog_fit(series[m].x, series[m].mean) for m in (NTK, RAND)}
+        diff = fits[NTK].slope - fits[RAND].slope
+        se = math.hypot(fits[NTK].se, fits[RAND].se)
+        k = k_eff(K_SE, max(fits[NTK].points - 2, 1))
+        out.append(Claim.verdict(
+            "nstar-faster", st["nstar-faster"], math.isfinite(diff) and diff > k * se, diff,
+            0.0, k * se, error_model="seed noise and grid: residual SEs of the two fits in "
+                                     "quadrature, t-widened; held iff measured > tolerance",
+            details={"theory": XOR_NSTAR_SLOPES[NTK] - XOR_NSTAR_SLOPES[RAND]}))
+        # beat-ntk: at the largest d both trained models need fewer samples than the NTK by more
+        # than the sqrt(2) resolution of the grid.
+        d_max = float(max(p.ds))
+        ratios = {}
+        for meth in (QUAD, RAND):
+            try:
+                ratios[meth] = results.value(NTK, "n_star", d_max) / results.value(
+                    meth, "n_star", d_max)
+            except KeyError:
+                ratios[meth] = math.nan
+        worst = min(ratios.values())
+        out.append(Claim.verdict(
+            "beat-ntk", st["beat-ntk"], math.isfinite(worst) and worst > GRID_FACTOR, worst,
+            1.0, GRID_FACTOR - 1.0, error_model="grid resolution: n* is located on a sqrt(2) "
+                                                 "grid; held iff n*(NTK)/n*(model) > sqrt(2)",
+            details={"ratios": ratios, "d": d_max}))
         return out
 
     def plot(self, p: XorParams, results: Results):
@@ -277,12 +304,14 @@ class Xor(Experiment):
         axes = fig.subplots(1, len(p.ds) + 1, squeeze=False)[0]
         for ax, d in zip(axes, p.ds, strict=False):
             for meth in METHODS:
-                series_points(ax, results, meth, f"test_mse_d{d}", label=meth)
-                x, mean, _, _ = results.series(meth, f"test_mse_d{d}")
+                series_points(ax, results, meth, "test_mse", d=d,
+                              label=meth + (r" ($E_\Sigma f$)" if meth == RAND else ""))
+                x, mean, _, _ = results.series(meth, "test_mse", d=d)
                 ax.plot(x, mean, color=method_color(meth), linewidth=0.8)
-            x, mean, _, _ = results.series(RAND, f"randomized_risk_d{d}")
+            x, mean, _, _ = results.series(RAND_MEAN, "test_mse", d=d)
             if len(x):
-                ax.plot(x, mean, linestyle=":", color="0.4", label=r"$\tilde L$ (randomized)")
+                ax.plot(x, mean, linestyle=":", color="0.4",
+                        label=r"randomized $\tilde L$ (extra)")
             ax.axhline(p.target, color="black", linestyle="--", linewidth=1.0, label="target")
             ax.set_xscale("log")
             ax.set_yscale("log")
