@@ -103,6 +103,27 @@ def describe_validation_error(exp: Experiment, err: ValidationError,
     return "; ".join(parts)
 
 
+def _check_finite_text(exp: Experiment, overrides: dict[str, Any],
+                       assignments: dict[str, str]) -> None:
+    """Refuse ``inf``/``nan`` in a ``--set`` value before any validator computes with it."""
+    fields = exp.Params.model_fields
+    for name, v in overrides.items():
+        ann = str(fields[name].annotation) if name in fields else ""
+        if "float" not in ann and "int" not in ann:
+            continue  # a text parameter may legitimately be "nan"
+        items = v if isinstance(v, list) else [v]
+        for x in items:
+            if not isinstance(x, str):
+                continue
+            try:
+                bad = not math.isfinite(float(x))
+            except ValueError:
+                continue
+            if bad:
+                raise InputError(f"--set {name}={assignments[name]}: {name} must be a finite "
+                                 f"number ({exp.id})")
+
+
 def _check_finite(exp: Experiment, values: dict[str, Any], assignments: dict[str, str]) -> None:
     """InputError for a NaN or infinite float anywhere in the parameters (lists included)."""
     for name, v in values.items():
@@ -122,12 +143,17 @@ def resolve_spec(exp: Experiment, scale: str, assignments: dict[str, str], seeds
     fields = exp.Params.model_fields
     overrides = {k: coerce(fields[k].annotation, v) for k, v in assignments.items()
                  if k in fields}
+    _check_finite_text(exp, overrides, assignments)
     try:
         p = exp.resolve(scale, overrides)
     except ValidationError as e:
         raise InputError(describe_validation_error(exp, e, assignments, scale)) from None
-    except ValueError as e:
-        raise InputError(f"{exp.id}: {e}") from None
+    except (ValueError, ArithmeticError, TypeError) as e:
+        # A model validator that computes with the raw values (e.g. a default derived from
+        # them) failed: still bad input, reported in one line.
+        sets = ", ".join(f"{k}={v}" for k, v in assignments.items() if k in fields)
+        raise InputError(f"{exp.id}: invalid parameters{f' ({sets})' if sets else ''}: "
+                         f"{type(e).__name__}: {' '.join(str(e).split())}") from None
     _check_finite(exp, p.model_dump(), assignments)
     exp.validate(p)
     try:
