@@ -269,7 +269,8 @@ class Spectrum(Experiment):
                     lab = (rf"$\xi_{l}$, multiplicity B(d,{l})" if meth == SIGMA else
                            (r"$n\xi_1+\gamma$" if l == 1 else r"$n\xi_0+\gamma$" if l == 0
                             else r"ridge $\gamma_{>1}$"))
-                    ax.plot(th.x, th.mean, "-", lw=2, color=colors[l], label=lab)
+                    ax.plot(th.x, th.mean, "-" if len(th.x) > 1 else "_", lw=2, ms=14,
+                            mew=2, color=colors[l], label=lab)
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel("index i (sorted)")
