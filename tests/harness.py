@@ -89,8 +89,8 @@ def perturbations(results: Results) -> Iterator[tuple[str, Results]]:
     """Named perturbations of the simulation rows used by the registry contract test.
 
     Global scalings (x0.3, x3), power tilts along each x axis (value * (x/x_min)^t for
-    t = +-1, +-3), and
-    per-method scalings (x0.2, x5) of every simulated method, and scalings (x0.1, x10) of one
+    t = +-1, +-3, +-6), per-method scalings (x0.2, x5) of every simulated method, and scalings
+    (x0.1, x10) of one
     (method, metric) at a time (a measurement moves while a reference stored beside it does
     not). A claim that can fail is failed under at least one of them.
     """
@@ -103,7 +103,7 @@ def perturbations(results: Results) -> Iterator[tuple[str, Results]]:
         if x > 0:
             xmin[r["x_name"]] = min(xmin.get(r["x_name"], math.inf), x)
     for name, x0 in xmin.items():
-        for t in (1.0, -1.0, 3.0, -3.0):
+        for t in (1.0, -1.0, 3.0, -3.0, 6.0, -6.0):
             yield (f"tilt ({name}/{x0:g})^{t:+g}",
                    tilted(results, lambda r, name=name, x0=x0, t=t:
                           (float(r["x"]) / x0) ** t

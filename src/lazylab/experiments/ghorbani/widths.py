@@ -158,8 +158,8 @@ class WidthExperiment(Experiment):
             raise InputError(
                 f"--set d: NT least squares at d = {p.d} needs a {basis}-column basis and "
                 f"{p.nt_samples} samples (minutes per unit); with nt_protocol=lstsq d must be "
-                f"<= {d_max}. Use --set nt_protocol=sgd (the paper's protocol) or --scale paper "
-                f"for larger d")
+                f"<= {d_max}. Use --set nt_protocol=cg (streamed conjugate gradients) or "
+                f"nt_protocol=sgd (the paper's protocol), or --scale paper, for larger d")
 
     def rf_covariance(self, method: str, prob: C.Problem) -> np.ndarray | None:
         """Gamma of an RF method (None: I/d)."""
