@@ -103,16 +103,20 @@ class WidthParams(C.GhorbaniParams):
         """Protocol sizes that scale with d unless set (the stated rules):
 
         * ``sgd_steps`` = steps_per_d d (the default step size falls like d^-1/2 (1 + d/b)^-1);
-        * ``rf_samples`` = max(25 000, RF_SAMPLES_PER_FEATURE N_max): least squares with N
+        * ``rf_samples`` = max(default, RF_SAMPLES_PER_FEATURE N_max): least squares with N
           features has excess risk ~ R N / (n - N), so n / N_max >= 50 keeps it <= 2% of R;
-        * ``nt_samples`` = max(20 000, NT_SAMPLES_PER_COLUMN p_max) with p_max = d(d+1)/2 + 1
+        * ``nt_samples`` = max(default, NT_SAMPLES_PER_COLUMN p_max) with p_max = d(d+1)/2 + 1
           the largest NT basis (every quadratic form): excess <= 2 R p/(n - p) ~ 10% of R.
         """
         if not isinstance(data, dict):
             return data
         d = data.get("d", cls.model_fields["d"].default)
-        if not isinstance(d, int) or isinstance(d, bool):
-            return data
+        try:
+            d = int(d) if not isinstance(d, bool) and float(d) == int(float(d)) else None
+        except (TypeError, ValueError):
+            d = None
+        if d is None:
+            return data  # pydantic reports the bad d
         data = dict(data)
         data.setdefault("sgd_steps", cls.steps_per_d * d)
         if "rf_samples" not in data:
@@ -121,10 +125,12 @@ class WidthParams(C.GhorbaniParams):
                     "rho_min"].default)), float(data.get("rho_max", cls.model_fields[
                         "rho_max"].default)), int(data.get("n_widths", cls.model_fields[
                             "n_widths"].default))))
-                data["rf_samples"] = max(25_000, RF_SAMPLES_PER_FEATURE * n_max)
+                data["rf_samples"] = max(cls.model_fields["rf_samples"].default,
+                                         RF_SAMPLES_PER_FEATURE * n_max)
             except (TypeError, ValueError):
                 pass
-        data.setdefault("nt_samples", max(20_000, NT_SAMPLES_PER_COLUMN * (d * (d + 1) // 2 + 1)))
+        data.setdefault("nt_samples", max(cls.model_fields["nt_samples"].default,
+                                          NT_SAMPLES_PER_COLUMN * (d * (d + 1) // 2 + 1)))
         return data
 
     @model_validator(mode="after")
