@@ -82,6 +82,17 @@ def test_registered_with_paper_scale():
             assert (p.width, p.kappa, p.lr, p.init) == (10000, 0.01, 1e-3, "gaussian")
 
 
+
+def test_smoke_sizes_are_valid_and_leave_the_scales_alone():
+    """The contract test's smoke sizes pass ``validate`` (data present, eta lambda_max < 2,
+    even width for the symmetric init) and are overrides, not new quick/paper defaults."""
+    for exp_id in ARORA:
+        exp = REGISTRY[exp_id]
+        assert exp.smoke and set(exp.smoke) <= set(exp.Params.model_fields)
+        exp.validate(exp.resolve("quick", dict(exp.smoke)))
+        assert not set(exp.smoke) & set(exp.scales["quick"])
+
+
 # ---------------------------------------------------------------------------- convergence
 @pytest.fixture(scope="module")
 def convergence():

@@ -144,6 +144,9 @@ class Complexity(Experiment):
     # already exceeded by 3% at n = 80 (12% at n = 128), which the lemma-5.3 claim reports.
     robustness_axes = {"width": [2000, 3000, 4000], "data_seed": [0, 1, 2],
                        "n_test": [60, 100, 140]}
+    # contract-test sizes: ~4 s of CPU (3 fractions, the minimum, trained to Phi <= 1/2)
+    smoke = {"n_train": 32, "n_test": 40, "width": 600, "log_points": 10, "mc_draws": 4,
+             "fractions": [0.0, 0.5, 1.0]}
     claim_statements = {
         "measure-rises": "the complexity measure of the drawn labels follows its expectation "
                          "over corruptions, which rises from the true labels' sqrt(2 y^T H^-1 y "
@@ -337,6 +340,7 @@ class Complexity(Experiment):
             ax2.plot(x, mean, ":", color=_CURVE_COLORS["complexity measure"], linewidth=1.2,
                      label="complexity measure, expectation")
         ax.set_xlabel("Portion of random labels")
+        ax2.set_xlabel("Portion of random labels")  # the twin shares (and hides) the x axis
         ax.set_ylabel("Test l1 loss / classification error")
         ax2.set_ylabel(r"Complexity measure $\sqrt{2 y^\top (H^\infty)^{-1} y / n}$")
         ax.set_ylim(bottom=0)

@@ -125,6 +125,9 @@ class Convergence(Experiment):
     est_seconds = {"quick": 30.0, "paper": 1200.0}
     robustness_axes = {"n_train": [128, 192, 256], "width": [1000, 2000, 3000],
                        "data_seed": [0, 1, 2]}
+    # contract-test sizes: ~5 s of CPU (6 units x 60 GD steps at m = 600, 4 H(0) draws)
+    smoke = {"n_train": 48, "n_test": 10, "width": 600, "steps": 60, "log_points": 6,
+             "mc_draws": 4}
     claim_statements = {
         "ordering": "true labels converge faster than random labels, and worst-case labels "
                     "slowest: Phi_true(k) < Phi_random(k) < Phi_worst(k) at every logged k >= 1, "
@@ -205,6 +208,18 @@ class Convergence(Experiment):
         return rows
 
     # ---- verdicts --------------------------------------------------------------------------
+    def statements(self, p: ConvergenceParams) -> dict[str, str]:
+        """The statements with the initializations and the width of ``p`` filled in."""
+        init, kappa = inits(p)[0]
+        runs = " and ".join(init_label(i, k) for i, k in inits(p))
+        out = {"ordering": self.claim_statements["ordering"].replace(
+            "every initialization run", runs)}
+        for cid in ("theorem-4.1-true", "theorem-4.1-random"):
+            out[cid] = (self.claim_statements[cid]
+                        .replace("(main init)", f"({init_label(init, kappa)})")
+                        .replace("width-m", f"width-{p.width}"))
+        return out
+
     def claims(self, p: ConvergenceParams, results: Results) -> list[Claim]:
         return [self._ordering(p, results),
                 self._tracking(p, results, "true", "theorem-4.1-true"),
@@ -226,11 +241,8 @@ class Convergence(Experiment):
                       for k in common)
             margins[init_label(init, kappa)] = gap
             worst = min(worst, gap)
-        runs = " and ".join(init_label(i, k) for i, k in inits(p))
-        statement = self.claim_statements["ordering"].replace(
-            "every initialization run", runs)
         return Claim.verdict(
-            "ordering", statement, math.isfinite(worst) and worst > 0,
+            "ordering", self.statements(p)["ordering"], math.isfinite(worst) and worst > 0,
             worst, 0.0, 0.0,
             error_model="one-sided ordering: the smallest log-gap min_k min(log(Phi_random / "
                         "Phi_true), log(Phi_worst / Phi_random)) over logged k >= 1 and over "
@@ -271,11 +283,8 @@ class Convergence(Experiment):
             x, loss, _, _ = results.series(method, "train_loss", init=i, kappa=kp)
             if len(x) and x[-1] in pred:
                 paper_dev[init_label(i, kp)] = math.log(loss[-1] / pred[x[-1]])
-        statement = (self.claim_statements[cid]
-                     .replace("(main init)", f"({init_label(init, kappa)})")
-                     .replace("width-m", f"width-{p.width}"))
         return match_claim(
-            cid, statement, measured, expected, ses, bias=FLOAT_BIAS, x=xs,
+            cid, self.statements(p)[cid], measured, expected, ses, bias=FLOAT_BIAS, x=xs,
             error_model=(
                 f"finite width m = {p.width} ({init_label(init, kappa)}): the lazy net follows "
                 "the linear dynamics of its own kernel H(0) = H_inf + O(m^-1/2) (Lemma C.3); "

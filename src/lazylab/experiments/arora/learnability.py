@@ -147,6 +147,9 @@ class Learnability(Experiment):
     est_seconds = {"quick": 25.0, "paper": 1200.0}  # paper: <= 4 x 20000 GD steps on a GPU
     robustness_axes = {"n_train": [128, 192, 256], "width": [1000, 2000, 4000],
                        "dataset": ["digits", "fashion-mnist", "sphere"]}
+    # contract-test sizes: ~8 s of CPU (n = 6..48 on 4 points, 4 trained units at m = 600)
+    smoke = {"n_train": 48, "n_test": 10, "n_points": 4, "width": 600, "steps": 100,
+             "log_points": 6, "mc_draws": 4}
     claim_statements = {
         "theorem-6.1": "consistency: sqrt(y^T H^-1 y) for y = (beta.x)^p (p = 1 or even, "
                        "||beta|| = 1) stays within the Theorem 6.1 bound at every n, even with "

@@ -70,6 +70,8 @@ class LabelSpectrum(Experiment):
     default_seeds = {"quick": 3, "paper": 1}
     robustness_axes = {"n_train": [128, 192, 256], "top_fraction": [0.02, 0.05, 0.1],
                        "data_seed": [0, 1, 2]}
+    # contract-test sizes: under 1 s of CPU (k = ceil(0.05 * 64) = 4 top eigenvectors)
+    smoke = {"n_train": 64, "n_test": 10}
     est_seconds = {"quick": 3.0, "paper": 120.0}
     claim_statements = {
         "alignment": "the share of ||y||^2 on the top eigenvectors of H_inf (top_fraction of "
