@@ -138,6 +138,51 @@ def test_helpers():
     assert all(1.3 < b / a < 1.5 for a, b in zip(grid, grid[1:], strict=False))
 
 
+def _xor_nstar_results(nstar: dict[str, list[float]], ds: list[int]):
+    from lazylab.experiments.base import Results, row
+
+    rows = [dict(row(meth, "d", d, "n_star", v), seed=0)
+            for meth, vals in nstar.items() for d, v in zip(ds, vals, strict=True)]
+    return Results(rows)
+
+
+def test_xor_claims_with_a_missing_nstar():
+    # n* = NaN (target not reached by n_max) at some d: the n*-based claims fit the d values
+    # that remain (>= 3, dropped d named in details) or are not applicable; never NaN tolerance.
+    exp = REGISTRY["bailee-xor"]
+    ds = [6, 8, 10, 12, 14]
+    p = exp.resolve("quick", {"ds": ds})
+    lin = [5.0 * d for d in ds]
+    sq = [d * d for d in ds]
+    nan = math.nan
+    res = _xor_nstar_results({"NTK": sq, "QuadNTK": lin, "randomized net": lin[:4] + [nan]},
+                             ds)
+    claims = {c.id: c for c in exp.claims(p, res)}
+    for cid in ("ntk-slope", "quad-slope", "randomized-slope", "nstar-faster"):
+        c = claims[cid]
+        assert c.status != "not_applicable", cid
+        assert all(math.isfinite(v) for v in (c.measured, c.expected, c.tolerance)), cid
+    rs = claims["randomized-slope"]
+    assert rs.held and abs(rs.measured - 1.0) < 1e-9 and rs.details["points"] == 4
+    assert rs.details["dropped_d"] == {"randomized net": {"n_star_not_reached": [14]}}
+    assert "n_max" in rs.details["dropped_reason"]
+    assert "dropped_d" not in claims["ntk-slope"].details
+    nf = claims["nstar-faster"]
+    assert nf.details["d"] == [6.0, 8.0, 10.0, 12.0] and abs(nf.measured - 1.0) < 1e-9
+    # Fewer than 3 d values left: not applicable, saying where n* was missing.
+    res = _xor_nstar_results({"NTK": sq[:2] + [nan] * 3, "QuadNTK": lin,
+                              "randomized net": lin}, ds)
+    claims = {c.id: c for c in exp.claims(p, res)}
+    for cid in ("ntk-slope", "nstar-faster"):
+        c = claims[cid]
+        assert c.status == "not_applicable", cid
+        assert "d=[10, 12, 14]" in c.details["reason"] and "raise n_max" in c.details["reason"]
+    assert claims["quad-slope"].held and claims["randomized-slope"].held
+    # Nothing missing: unchanged (no dropped_d).
+    res = _xor_nstar_results({"NTK": sq, "QuadNTK": lin, "randomized net": lin}, ds)
+    assert all("dropped_d" not in c.details for c in exp.claims(p, res))
+
+
 def test_paper_scale_smallest_units_start():
     # The paper grids are meant for a GPU; their smallest units must run as-is.
     for exp_id in ("bailee-coupling", "bailee-higher-order", "bailee-expressivity"):

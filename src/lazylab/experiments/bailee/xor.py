@@ -123,6 +123,49 @@ def n_grid(p: XorParams, d: int) -> list[int]:
     return out
 
 
+#: Fewest d values a slope is fitted on once some d had to be dropped (a residual SE needs 3).
+MIN_FIT_POINTS = 3
+
+
+def _measured(x: np.ndarray, nstar: np.ndarray) -> np.ndarray:
+    """Mask of the d values whose n* (mean over seeds) was measured: finite and positive."""
+    return np.isfinite(nstar) & (nstar > 0) & (x > 0)
+
+
+def _dropped(p: XorParams, x: np.ndarray, keep: np.ndarray) -> dict[str, list[int]]:
+    """The d values of ``p.ds`` left out of a fit, by cause (empty if none)."""
+    kept = {float(v) for v in x[keep]}
+    seen = {float(v) for v in x}
+    out = {"n_star_not_reached": [d for d in p.ds if float(d) in seen and float(d) not in kept],
+           "no_n_star_row": [d for d in p.ds if float(d) not in seen]}
+    return {k: v for k, v in out.items() if v}
+
+
+def _drop_details(p: XorParams, dropped: dict[str, dict[str, list[int]]]) -> dict[str, Any]:
+    """``details`` entries naming the d values a fit left out and why."""
+    info = {m: v for m, v in dropped.items() if v}
+    if not info:
+        return {}
+    return {"dropped_d": info,
+            "dropped_reason": f"n* missing (NaN: the target {p.target:g} Var y was not reached "
+                              f"by n_max = {p.n_max} in at least one seed, so n* > n_max; or no "
+                              "n* row); the slope is fitted on the remaining d"}
+
+
+def _too_few(p: XorParams, dropped: dict[str, dict[str, list[int]]], left: int) -> str:
+    """The not-applicable reason of an n* fit left with ``left`` (too few) d values."""
+    parts = []
+    for meth, why in dropped.items():
+        if "n_star_not_reached" in why:
+            parts.append(f"{meth}: n* not reached at d={why['n_star_not_reached']} within "
+                         f"n_max = {p.n_max}; raise n_max")
+        if "no_n_star_row" in why:
+            parts.append(f"{meth}: no n* at d={why['no_n_star_row']}")
+    need = MIN_FIT_POINTS if any(dropped.values()) else 2
+    parts.append(f"{left} d value(s) with n* left, a slope fit needs {need}")
+    return "; ".join(parts)
+
+
 def _mse(pred: torch.Tensor, y: torch.Tensor) -> float:
     return float(((pred - y) ** 2).mean())
 
@@ -261,26 +304,38 @@ class Xor(Experiment):
                                      (QUAD, "quad-slope", 1.0, LOW_SLOPE_BIAS),
                                      (RAND, "randomized-slope", 1.0, LOW_SLOPE_BIAS)):
             s_ = series[meth]
-            ok = np.isfinite(s_.mean)
-            if ok.sum() < len(s_.x) or len(s_.x) < 2:
-                out.append(Claim.verdict(cid, st[cid], False, math.nan, exp, math.nan,
-                                         error_model=SLOPE_MODEL.format(bias=bias),
-                                         details={"reason": "n* not reached at some d (raise "
-                                                            "n_max)", "n_star": s_.mean.tolist()}))
+            ok = _measured(s_.x, s_.mean)
+            dropped = _dropped(p, s_.x, ok)
+            if ok.sum() < (MIN_FIT_POINTS if dropped else 2):
+                out.append(Claim.not_applicable(cid, st[cid],
+                                                _too_few(p, {meth: dropped}, int(ok.sum()))))
                 continue
-            out.append(slope_claim(cid, st[cid], s_.x, s_.mean, exp, bias=bias,
-                                   error_model=SLOPE_MODEL.format(bias=bias),
-                                   sem=s_.sem if np.any(s_.n > 1) else None))
-        # NTK's n* grows faster than the randomized net's: slope difference > k se.
-        fits = {m: loglog_fit(series[m].x, series[m].mean) for m in (NTK, RAND)}
-        diff = fits[NTK].slope - fits[RAND].slope
-        se = math.hypot(fits[NTK].se, fits[RAND].se)
-        k = k_eff(K_SE, max(fits[NTK].points - 2, 1))
-        out.append(Claim.verdict(
-            "nstar-faster", st["nstar-faster"], math.isfinite(diff) and diff > k * se, diff,
-            0.0, k * se, error_model="seed noise and grid: residual SEs of the two fits in "
-                                     "quadrature, t-widened; held iff measured > tolerance",
-            details={"theory": XOR_NSTAR_SLOPES[NTK] - XOR_NSTAR_SLOPES[RAND]}))
+            sem = s_.sem[ok] if np.any(s_.n[ok] > 1) else None
+            out.append(slope_claim(cid, st[cid], s_.x[ok], s_.mean[ok], exp, bias=bias,
+                                   error_model=SLOPE_MODEL.format(bias=bias), sem=sem,
+                                   details=_drop_details(p, {meth: dropped})))
+        # NTK's n* grows faster than the randomized net's: slope difference > k se, both fitted
+        # on the d values where both n* were measured.
+        own = {m: _measured(series[m].x, series[m].mean) for m in (NTK, RAND)}
+        both = sorted(set(series[NTK].x[own[NTK]].tolist()) & set(series[RAND].x[own[RAND]]
+                                                                  .tolist()))
+        keep = {m: np.isin(series[m].x, both) for m in (NTK, RAND)}
+        gone = {m: _dropped(p, series[m].x, own[m]) for m in (NTK, RAND)}
+        if len(both) < (MIN_FIT_POINTS if any(gone.values()) else 2):
+            out.append(Claim.not_applicable("nstar-faster", st["nstar-faster"],
+                                            _too_few(p, gone, len(both))))
+        else:
+            fits = {m: loglog_fit(series[m].x[keep[m]], series[m].mean[keep[m]])
+                    for m in (NTK, RAND)}
+            diff = fits[NTK].slope - fits[RAND].slope
+            se = math.hypot(fits[NTK].se, fits[RAND].se)
+            k = k_eff(K_SE, max(fits[NTK].points - 2, 1))
+            out.append(Claim.verdict(
+                "nstar-faster", st["nstar-faster"], math.isfinite(diff) and diff > k * se, diff,
+                0.0, k * se, error_model="seed noise and grid: residual SEs of the two fits in "
+                                         "quadrature, t-widened; held iff measured > tolerance",
+                details={"theory": XOR_NSTAR_SLOPES[NTK] - XOR_NSTAR_SLOPES[RAND],
+                         "d": both, **_drop_details(p, gone)}))
         # beat-ntk: at the largest d both trained models need fewer samples than the NTK by more
         # than the sqrt(2) resolution of the grid.
         d_max = float(max(p.ds))
