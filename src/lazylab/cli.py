@@ -114,12 +114,12 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 # ---- choosing experiments and parameters ----------------------------------------------------
 def _unknown(what: str, name: str, known: Sequence[str]) -> InputError:
-    from lazylab.experiments import PAPERS
+    from lazylab.ids import PAPER_KEYS, suggest
 
-    close = difflib.get_close_matches(name, known, n=3)
+    close = difflib.get_close_matches(name, known, n=3) if known else suggest(name)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     return InputError(f"unknown {what} {name!r}{hint} (run `lazylab list` for the ids; papers: "
-                      f"{', '.join(PAPERS)})")
+                      f"{', '.join(PAPER_KEYS)})")
 
 
 def _get(exp_id: str) -> Experiment:
@@ -133,6 +133,10 @@ def _get(exp_id: str) -> Experiment:
 
 def select_experiments(targets: Sequence[str]) -> list[Experiment]:
     """Experiments named by ids, paper keys or ``all`` (registry order, no duplicates)."""
+    from lazylab.ids import unknown_targets
+
+    for t in unknown_targets(list(targets)):  # before the registry (and torch) is imported
+        raise _unknown("experiment or paper", t, [])
     from lazylab.experiments import PAPERS, all_experiments
 
     exps = all_experiments()
@@ -411,6 +415,10 @@ def reproduce(
         check_backend(backend, workers)
         out_dir = check_out(out)
         assignments = parse_assignments(sets)
+        from lazylab.ids import unknown_targets
+
+        for t in unknown_targets(list(targets)):  # a mistyped id: refused before torch loads
+            raise _unknown("experiment or paper", t, [])
 
         from lazylab.device import resolve_device
         from lazylab.runner import ExecutionPolicy, default_threads, resolve_spec
