@@ -271,9 +271,15 @@ def test_style_labels_and_colours():
     assert style.method_color("NN") != style.method_color("NT(I)")
 
 
-def test_best_lr_run_replays_the_same_draws_and_skips_divergence():
+def test_lr_grid_is_the_toolkit_grid_search():
+    """The best-of-grid step size (lr_factors) is toolkit.grid_search: every run replays the
+    same draws, diverged runs are skipped, ties keep the first factor (issue 7, item 1)."""
+    from lazylab.experiments.ghorbani import samples, widths
+    from lazylab.experiments.toolkit import grid_search
     from lazylab.train import History, TrainingDiverged
 
+    assert not hasattr(C, "best_lr_run")
+    assert samples.grid_search is grid_search and widths.grid_search is grid_search
     gen = torch_generator(7)
     seen = []
 
@@ -285,12 +291,13 @@ def test_best_lr_run_replays_the_same_draws_and_skips_divergence():
                                    history=History([], [], [], lr))
         return ((lr - 1.5) ** 2, draw)
 
-    out, lr = C.best_lr_run(train, 1.0, [0.5, 1.0, 2.0, 4.0], gen, score=lambda o: o[0])
-    assert lr == 1.0 or lr == 2.0
-    assert out[0] == min((f - 1.5) ** 2 for f in (0.5, 1.0, 2.0))
+    r = grid_search(train, 1.0, [0.5, 1.0, 2.0, 4.0], score=lambda o: o[0], generator=gen)
+    assert r.value == 1.0 and r.factor == 1.0  # 1.0 and 2.0 tie at 0.25: the first is kept
+    assert r.best[0] == min((f - 1.5) ** 2 for f in (0.5, 1.0, 2.0))
+    assert r.diverged == [4.0]
     assert len(set(seen)) == 1 and len(seen) == 4
     with pytest.raises(TrainingDiverged):
-        C.best_lr_run(train, 10.0, [1.0], gen, score=lambda o: o[0])
+        grid_search(train, 10.0, [1.0], score=lambda o: o[0], generator=gen)
 
 
 def test_paper_scale_units_start():

@@ -41,7 +41,7 @@ N = 100, 1e5 steps (risk 0.407 vs the limit 0.387; a quarter of it, 0.60, was st
 converged: NT's SGD is slow, and the lr/10, lr/15 tails remove most of the noise).  Measured
 at d = 450, N = 225, 2e5 steps: NN 0.0387 vs its limit 0.0357.  ``lr_factors`` (the paper's
 "best step size from a grid") tries multiples of these and keeps the best run
-(:func:`best_lr_run`).
+(:func:`lazylab.experiments.toolkit.grid_search`).
 """
 
 from __future__ import annotations
@@ -61,14 +61,14 @@ from lazylab.data.quadratic import QuadraticTarget, exponential_B
 from lazylab.experiments.base import ExperimentParams
 from lazylab.models import LinearizedModel, TwoLayerNet, gaussian_weights
 from lazylab.solve import NormalEquations
-from lazylab.train import TrainingDiverged, fit, ghorbani_paper
+from lazylab.train import fit, ghorbani_paper
 
 __all__ = [
     "GhorbaniParams",
     "Problem", "QuadForm", "qf_problem", "mg_problem", "draw_weights", "fit_rf", "fit_nt_lstsq",
     "nt_basis_size", "train_nn", "train_nt_sgd", "test_risk", "nn_lr", "nt_lr", "nt_lr_learning",
     "SGDConfig",
-    "small_op_threads", "best_lr_run",
+    "small_op_threads",
 ]
 
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -278,33 +278,6 @@ def nt_lr_learning(d: int, N: int, batch: int, lr: float | None) -> float:
     if lr is not None:
         return float(lr)
     return min(nt_lr(d, N, batch, None), 2 * NT_MISADJUSTMENT * batch / (8 * N * d))
-
-
-def best_lr_run(train: Callable[[float], tuple], base_lr: float, factors, gen: torch.Generator,
-                score: Callable[[tuple], float]) -> tuple[tuple, float]:
-    """Train with step sizes base_lr * f for f in ``factors`` and keep the lowest ``score``.
-
-    Every run starts from the same generator state (same initialization, same samples), so the
-    step size is the only difference; diverged runs are skipped (the paper chose "the step size
-    from the grid giving the best fit").  Returns (best train() output, its step size).
-    """
-    state = gen.get_state()
-    best: tuple[float, float, tuple] | None = None
-    last: TrainingDiverged | None = None
-    for f in factors:
-        gen.set_state(state)
-        try:
-            out = train(base_lr * float(f))
-        except TrainingDiverged as err:
-            last = err
-            continue
-        sc = score(out)
-        if best is None or sc < best[0]:
-            best = (sc, base_lr * float(f), out)
-    if best is None:
-        assert last is not None
-        raise last
-    return best[2], best[1]
 
 
 @contextmanager

@@ -31,6 +31,7 @@ from lazylab.experiments import style
 from lazylab.experiments.base import Claim, Experiment, Results, row
 from lazylab.experiments.ghorbani import common as C
 from lazylab.experiments.ghorbani.verdicts import ABS_FLOOR, K_SE, sgd_allowance, sim_stats
+from lazylab.experiments.toolkit import grid_search
 from lazylab.experiments.toolkit import match_claim as toolkit_match
 from lazylab.seeding import torch_generator
 from lazylab.train import log_spaced_steps
@@ -127,8 +128,10 @@ class SamplesExperiment(Experiment):
         base = (C.nn_lr(p.d, p.batch_size, p.nn_lr, self.nn_lr_coef) if method == "NN"
                 else C.nt_lr_learning(p.d, N, p.batch_size, p.nt_lr))
         with C.small_op_threads(device):
-            (_, hist, W, risks), lr = C.best_lr_run(run, base, p.lr_factors, gen,
-                                                    lambda o: o[3][-1])
+            best = grid_search(run, base, p.lr_factors, score=lambda o: o[3][-1],
+                               generator=gen)
+        _, hist, W, risks = best.best
+        lr = best.value
         extra = [("lr", lr)]
         if W is not None:
             extra.append(("risk_population_limit", self.nt_limit(W, prob)))

@@ -31,6 +31,7 @@ from lazylab.experiments import style
 from lazylab.experiments.base import Experiment, Results, geomspace_int, row
 from lazylab.experiments.ghorbani import common as C
 from lazylab.experiments.ghorbani.verdicts import lstsq_allowance, match_claim, sgd_allowance
+from lazylab.experiments.toolkit import grid_search
 from lazylab.seeding import derive_seed, torch_generator
 from lazylab.solve import nt_least_squares
 
@@ -228,8 +229,9 @@ class WidthExperiment(Experiment):
                 cfg = C.SGDConfig(p.sgd_steps, p.batch_size, lr, p.tail_fraction)
                 return C.train_nt_sgd(prob, N, cfg, gen, device)
 
-            (q, hist, W), lr = C.best_lr_run(run, C.nt_lr(p.d, N, p.batch_size, p.nt_lr),
-                                             p.lr_factors, gen, lambda o: prob.risk(o[0]))
+            best = grid_search(run, C.nt_lr(p.d, N, p.batch_size, p.nt_lr), p.lr_factors,
+                               score=lambda o: prob.risk(o[0]), generator=gen)
+            (q, hist, W), lr = best.best, best.value
             train = hist.final_loss
             extra["risk_population_limit"] = self.nt_limit(W, prob)
             extra["lr"] = lr
@@ -239,8 +241,9 @@ class WidthExperiment(Experiment):
                 return C.train_nn(prob, N, cfg, p.init_scale, gen, device)
 
             base = C.nn_lr(p.d, p.batch_size, p.nn_lr, self.nn_lr_coef)
-            (q, hist), lr = C.best_lr_run(run, base, p.lr_factors, gen,
-                                          lambda o: prob.risk(o[0]))
+            best = grid_search(run, base, p.lr_factors, score=lambda o: prob.risk(o[0]),
+                               generator=gen)
+            (q, hist), lr = best.best, best.value
             train = hist.final_loss
             extra["lr"] = lr
         test = C.test_risk(q, prob.sampler(), p.test_samples, p.chunk, gen, prob.r0, device)
