@@ -21,7 +21,8 @@ lambda_max(K_NTK)) and lr = lr_scale n / lambda_max instead). A run that diverge
 with half the step (up to 4 times).
 
 One unit per d sweeps n over a sqrt(2) grid from the first grid point >= d; a method stops once
-its test MSE is below ``target`` Var(y) at ``stop_after`` consecutive n. n* is the first crossing
+its test MSE is below ``target`` Var(y) at ``stop_after`` consecutive n (toolkit ``smallest_n``,
+one sweep per method over the training sets shared at each n). n* is the first crossing
 of the target, interpolated log-linearly between grid points. Theory (Sec. 5.2, with Wei et al.
 2019): n* = O~(d) for the randomized / quadratic model, Omega(d^2) for the NTK.
 """
@@ -46,6 +47,7 @@ from lazylab.experiments.toolkit import (
     k_eff,
     loglog_fit,
     slope_claim,
+    smallest_n,
     sub_generator,
 )
 from lazylab.kernels import ntk
@@ -215,39 +217,48 @@ class Xor(Experiment):
         yt = target_fn(Xt)
         net = make_net(d, p.m, activation="relu3_6", B_x=B_x, seed=seed, device=device,
                        dtype=F32)
-        active = {meth: 0 for meth in METHODS}  # consecutive hits
-        curves: dict[str, tuple[list[float], list[float]]] = {
-            k: ([], []) for k in (*METHODS, RAND_MEAN)}
-        rows = []
-        for n in n_grid(p, d):
-            if not any(h < p.stop_after for h in active.values()):
-                break
-            g = sub_generator(seed, f"train-n{n}", device)
-            X = hypercube(n, d, generator=g, dtype=F32)
-            y = target_fn(X)
-            if p.label_noise > 0:
-                y = flip_labels(y, p.label_noise, generator=g)
-            for meth in METHODS:
-                if active[meth] >= p.stop_after:
-                    continue
+        # One training set (and its generator stream, which QuadNTK's then the randomized
+        # net's initialization continue) per n, shared by the methods evaluated at that n.
+        sets: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Generator]] = {}
+
+        def train_set(n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Generator]:
+            if n not in sets:
+                g = sub_generator(seed, f"train-n{n}", device)
+                X = hypercube(n, d, generator=g, dtype=F32)
+                y = target_fn(X)
+                if p.label_noise > 0:
+                    y = flip_labels(y, p.label_noise, generator=g)
+                sets[n] = (X, y, g)
+            return sets[n]
+
+        grid = n_grid(p, d)
+        found: dict[tuple[str, int], list[dict[str, Any]]] = {}  # (method, n) -> its rows
+        risks: tuple[list[int], list[float]] = ([], [])  # the randomized net's L~ curve
+        n_star: dict[str, float] = {}
+        for meth in METHODS:  # per n in this order, as the generator stream requires
+
+            def evaluate(n: int, meth: str = meth) -> float:
+                X, y, g = train_set(n)
                 out = self._fit(p, meth, net, X, y, Xt, B_x, g)
-                mse = _mse(out["pred"], yt)
                 # The randomized net's test MSE is that of its sign average E_Sigma f; its own
                 # risk L~ (exact, with Var_Sigma f) is kept as a labelled extra (RAND_MEAN).
-                err = mse
-                rows += [row(meth, "n", n, "test_mse", err, d=d),
-                         row(meth, "n", n, "test_error", _err01(out["pred"], yt), d=d)]
+                err = _mse(out["pred"], yt)
+                rows = [row(meth, "n", n, "test_mse", err, d=d),
+                        row(meth, "n", n, "test_error", _err01(out["pred"], yt), d=d)]
                 if "risk" in out:
                     rows.append(row(RAND_MEAN, "n", n, "test_mse", out["risk"], d=d))
-                    curves[RAND_MEAN][0].append(n)
-                    curves[RAND_MEAN][1].append(out["risk"])
+                    risks[0].append(n)
+                    risks[1].append(out["risk"])
                 if "lr" in out:
                     rows.append(row(meth, "n", n, "lr", out["lr"], d=d))
-                curves[meth][0].append(n)
-                curves[meth][1].append(err)
-                active[meth] = active[meth] + 1 if err <= p.target else 0
-        for meth, (ns, errs) in curves.items():
-            rows.append(row(meth, "d", d, "n_star", crossing(ns, errs, p.target)))
+                found[meth, n] = rows
+                return err
+
+            n_star[meth] = smallest_n(evaluate, grid, p.target, stop_after=p.stop_after).n_star
+        n_star[RAND_MEAN] = crossing(*risks, p.target)
+        rows = [r for n in grid for meth in METHODS for r in found.get((meth, n), [])]
+        for meth in (*METHODS, RAND_MEAN):
+            rows.append(row(meth, "d", d, "n_star", n_star[meth]))
         return rows
 
     def _fit(self, p: XorParams, meth: str, net, X: torch.Tensor, y: torch.Tensor,
