@@ -43,6 +43,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from lazylab.device import block_elems
 from lazylab.gauss import gauss_legendre
 from lazylab.kernels._inputs import check_pair, gram_stats
 
@@ -52,7 +53,9 @@ Fn = Callable[[torch.Tensor], torch.Tensor]
 
 _R_MAX = 12.0          # int_12^inf r e^{-r^2/2} dr = e^{-72} ~ 5e-32
 _N_RADIAL = 12         # Gauss-Legendre nodes per radial piece
-_CHUNK_NODES = 1 << 23  # pairs x nodes evaluated at once (64 MiB per float64 temporary)
+# float64 temporaries per (pair, node): pairs x nodes evaluated at once is
+# block_elems(device) // 4, 2^23 on CPU (64 MiB per temporary; lazylab.device).
+_SCRATCH_PER_NODE = 4
 
 
 def _legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -158,7 +161,7 @@ def gaussian_expectation(f: Fn, g: Fn, X: torch.Tensor, Z: torch.Tensor | None =
     r, wr = _radial_rule(max_norm, torch.float64, st.G.device)
     n_angle = _angular_nodes(max_norm)
     per_pair = 4 * n_angle * r.numel()
-    chunk = max(1, _CHUNK_NODES // per_pair)
+    chunk = max(1, block_elems(st.G.device) // (_SCRATCH_PER_NODE * per_pair))
     vals = torch.empty(ii.numel(), dtype=torch.float64, device=st.G.device)
     for p0 in range(0, ii.numel(), chunk):
         i, j = ii[p0:p0 + chunk], jj[p0:p0 + chunk]

@@ -45,6 +45,7 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
+from lazylab.device import block_elems
 from lazylab.kernels import ntk
 from lazylab.solve.spectral import GramSolver, Spectrum, eigendecompose
 
@@ -67,9 +68,9 @@ __all__ = [
     "worst_case_labels",
 ]
 
-# Elements of one row block of H_inf in the block-wise path (2^24 float64 = 128 MiB): the
-# block and its cosine scratch stay small next to the n x n result itself.
-_BLOCK_ELEMS = 1 << 24
+# float64 values per entry of a row block of H_inf in the block-wise path (the block and its
+# cosine scratch): block_elems(device) // 2 entries, 2^24 (128 MiB) on CPU (lazylab.device).
+_SCRATCH_PER_ENTRY = 2
 
 
 def _as_float64(X: torch.Tensor, name: str) -> torch.Tensor:
@@ -94,8 +95,9 @@ def h_infinity(X: torch.Tensor, Z: torch.Tensor | None = None, *,
     X : (n, d) inputs (any float dtype; the paper's have unit norm, but any norms work).
     Z : (n', d) inputs or None (then Z = X and the result is symmetric with an exact diagonal
         |x_i|^2 / 2).
-    block_rows : rows per block; None picks blocks of about 2^24 entries (one block, i.e. a
-        single :func:`lazylab.kernels.ntk` call, when the whole matrix is that small).
+    block_rows : rows per block; None picks blocks of about block_elems(X.device) / 2 entries
+        (:func:`lazylab.device.block_elems`: 2^24 on CPU), one block, i.e. a single
+        :func:`lazylab.kernels.ntk` call, when the whole matrix is that small.
     out_device : where the result lives (default: X's device).
 
     Returns
@@ -107,7 +109,7 @@ def h_infinity(X: torch.Tensor, Z: torch.Tensor | None = None, *,
     n = X.shape[0]
     n2 = n if Zc is None else Zc.shape[0]
     if block_rows is None:
-        block_rows = max(1, _BLOCK_ELEMS // max(n2, 1))
+        block_rows = max(1, block_elems(X.device) // (_SCRATCH_PER_ENTRY * max(n2, 1)))
     if int(block_rows) != block_rows or block_rows < 1:
         raise ValueError(f"block_rows must be a positive integer or None; got {block_rows!r}")
     dev = torch.device(out_device) if out_device is not None else X.device
