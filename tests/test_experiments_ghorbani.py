@@ -206,6 +206,24 @@ def test_same_seed_same_rows(exp_id, key):
     assert [r["value"] for r in a] != [r["value"] for r in c]
 
 
+@pytest.mark.parametrize("exp_id,key", [
+    ("ghorbani-qf-width", {"method": "NN", "N": 6}),
+    ("ghorbani-qf-samples", {"method": "NT(I)"}),
+])
+def test_units_and_theory_leave_threads_to_the_runner(exp_id, key, monkeypatch):
+    """The runner's execution policy owns the thread count (issue 7): no Ghorbani unit or
+    theory sets torch threads itself."""
+    exp = REGISTRY[exp_id]
+    p = exp.resolve("quick", dict(SMALL[exp_id], sgd_steps=50, theory_draws=0))
+
+    def refuse(n):
+        raise AssertionError(f"torch.set_num_threads({n}) inside a Ghorbani unit")
+
+    monkeypatch.setattr(torch, "set_num_threads", refuse)
+    assert exp.run_unit(p, key, 1, CPU)
+    exp.theory(p)
+
+
 def test_nt_lstsq_basis_gives_the_raw_nt_feature_fit():
     """Least squares on a basis of S_W = the fit on the N d NT features (w_i.x) x_j plus 1."""
     d, N, n = 7, 3, 600

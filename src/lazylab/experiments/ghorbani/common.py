@@ -47,8 +47,7 @@ at d = 450, N = 225, 2e5 steps: NN 0.0387 vs its limit 0.0357.  ``lr_factors`` (
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -68,7 +67,6 @@ __all__ = [
     "Problem", "QuadForm", "qf_problem", "mg_problem", "draw_weights", "fit_rf", "fit_nt_lstsq",
     "nt_basis_size", "train_nn", "train_nt_sgd", "test_risk", "nn_lr", "nt_lr", "nt_lr_learning",
     "SGDConfig",
-    "small_op_threads",
 ]
 
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -280,36 +278,6 @@ def nt_lr_learning(d: int, N: int, batch: int, lr: float | None) -> float:
     return min(nt_lr(d, N, batch, None), 2 * NT_MISADJUSTMENT * batch / (8 * N * d))
 
 
-@contextmanager
-def small_op_threads(device: torch.device | str) -> Iterator[None]:
-    """One intra-op CPU thread (torch and the numpy/scipy BLAS) for a work unit or the theory.
-
-    The matrix products here (SGD minibatches of 100 x d, least-squares chunks of 8192 x p with
-    p <= ~1000 and d x d eigendecompositions at quick scale) gain little from a second thread,
-    while thread hand-offs on a loaded machine cost several times the arithmetic (measured:
-    2 threads made SGD 10x slower, and a 450 x 450 eigvalsh 70x slower, under load 5 on 2
-    cores).  Parallelism comes from running units in several workers.  Previous settings are
-    restored afterwards; the BLAS limit uses threadpoolctl (a scikit-learn dependency) when
-    it is installed.
-    """
-    before = torch.get_num_threads()
-    cpu = torch.device(device).type == "cpu"
-    if cpu:
-        torch.set_num_threads(1)
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - scikit-learn always brings it
-        limits = nullcontext()
-    else:
-        limits = threadpool_limits(1)
-    try:
-        with limits:
-            yield
-    finally:
-        if cpu:
-            torch.set_num_threads(before)
-
-
 def train_nn(problem: Problem, N: int, cfg: SGDConfig, init_scale: float, gen: torch.Generator,
              device: torch.device, *, log_steps: list[int] | None = None,
              on_eval: Callable[[QuadForm], dict[str, float]] | None = None):
@@ -339,12 +307,11 @@ def train_nn(problem: Problem, N: int, cfg: SGDConfig, init_scale: float, gen: t
         an = (net.scale * net.a.detach()).double().cpu().numpy()
         return QuadForm((Wn.T * an) @ Wn, float(net.c.detach()))
 
-    with small_op_threads(device):
-        hist = fit(net, sampler=problem.sampler(), loss="mse", optimizer="one_pass", lr=cfg.lr,
-                   steps=cfg.steps, batch_size=cfg.batch_size, schedule=cfg.schedule(),
-                   log_steps=log_steps if log_steps is not None else [cfg.steps],
-                   eval_fn=(lambda _m: on_eval(quad())) if on_eval is not None else None,
-                   generator=gen)
+    hist = fit(net, sampler=problem.sampler(), loss="mse", optimizer="one_pass", lr=cfg.lr,
+               steps=cfg.steps, batch_size=cfg.batch_size, schedule=cfg.schedule(),
+               log_steps=log_steps if log_steps is not None else [cfg.steps],
+               eval_fn=(lambda _m: on_eval(quad())) if on_eval is not None else None,
+               generator=gen)
     return quad(), hist
 
 
@@ -368,10 +335,9 @@ def train_nt_sgd(problem: Problem, N: int, cfg: SGDConfig, gen: torch.Generator,
         M = Wn.T @ Un
         return QuadForm(M + M.T, float(lin.direction["c"].detach()))
 
-    with small_op_threads(device):
-        hist = fit(lin, sampler=problem.sampler(), loss="mse", optimizer="one_pass", lr=cfg.lr,
-                   steps=cfg.steps, batch_size=cfg.batch_size, schedule=cfg.schedule(),
-                   log_steps=log_steps if log_steps is not None else [cfg.steps],
-                   eval_fn=(lambda _m: on_eval(quad())) if on_eval is not None else None,
-                   generator=gen)
+    hist = fit(lin, sampler=problem.sampler(), loss="mse", optimizer="one_pass", lr=cfg.lr,
+               steps=cfg.steps, batch_size=cfg.batch_size, schedule=cfg.schedule(),
+               log_steps=log_steps if log_steps is not None else [cfg.steps],
+               eval_fn=(lambda _m: on_eval(quad())) if on_eval is not None else None,
+               generator=gen)
     return quad(), hist, W

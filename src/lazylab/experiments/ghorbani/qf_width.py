@@ -98,7 +98,7 @@ class QFWidth(WidthExperiment):
         return nt_qf_population(W.T, prob.model.B)
 
     # ------------------------------------------------------------------ theory
-    def theory_rows(self, p: QFWidthParams) -> list[dict[str, Any]]:
+    def theory(self, p: QFWidthParams) -> list[dict[str, Any]]:
         prob = self.problem(p)
         B, d = prob.model.B, p.d
         tB = tau(B)

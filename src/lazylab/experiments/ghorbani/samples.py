@@ -127,9 +127,7 @@ class SamplesExperiment(Experiment):
 
         base = (C.nn_lr(p.d, p.batch_size, p.nn_lr, self.nn_lr_coef) if method == "NN"
                 else C.nt_lr_learning(p.d, N, p.batch_size, p.nt_lr))
-        with C.small_op_threads(device):
-            best = grid_search(run, base, p.lr_factors, score=lambda o: o[3][-1],
-                               generator=gen)
+        best = grid_search(run, base, p.lr_factors, score=lambda o: o[3][-1], generator=gen)
         _, hist, W, risks = best.best
         lr = best.value
         extra = [("lr", lr)]
@@ -145,8 +143,7 @@ class SamplesExperiment(Experiment):
 
     # ------------------------------------------------------------------ theory
     def theory(self, p: SamplesParams) -> list[dict[str, Any]]:
-        with C.small_op_threads(torch.device("cpu")):
-            lims = self.limits(p)
+        lims = self.limits(p)
         xs = [s * p.batch_size / p.d for s in eval_steps(p.sgd_steps, p.eval_points)]
         return [row(name, "n/d", x, metric, v, kind="theory")
                 for name, vals in lims.items() for metric, v in vals.items() for x in xs]

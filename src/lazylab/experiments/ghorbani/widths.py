@@ -197,11 +197,6 @@ class WidthExperiment(Experiment):
     # ------------------------------------------------------------------ one unit
     def run_unit(self, p: WidthParams, key: dict[str, Any], seed: int,
                  device: torch.device) -> list[dict[str, Any]]:
-        with C.small_op_threads(device):
-            return self._run(p, key, seed, device)
-
-    def _run(self, p: WidthParams, key: dict[str, Any], seed: int,
-             device: torch.device) -> list[dict[str, Any]]:
         method, N = key["method"], int(key["N"])
         if method not in self.methods:
             raise ValueError(f"unknown method {method!r}; allowed: {', '.join(self.methods)}")
@@ -255,10 +250,6 @@ class WidthExperiment(Experiment):
 
     # ------------------------------------------------------------------ theory
     def theory(self, p: WidthParams) -> list[dict[str, Any]]:
-        with C.small_op_threads(torch.device("cpu")):
-            return self.theory_rows(p)
-
-    def theory_rows(self, p: WidthParams) -> list[dict[str, Any]]:
         raise NotImplementedError
 
     def theory_grids(self, p: WidthParams) -> tuple[list[float], list[int], list[int]]:
