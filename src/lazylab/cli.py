@@ -122,6 +122,23 @@ def _unknown(what: str, name: str, known: Sequence[str]) -> InputError:
                       f"{', '.join(PAPER_KEYS)})")
 
 
+def _refuse_unknown_fast(targets: Sequence[str]) -> None:
+    """Refuse a mistyped id from the torch-free manifest, before the registry is imported.
+
+    Only while the registry is not loaded yet: a program that registered experiments of its own
+    (a plugin, the test suite's toy experiments) has imported it already, and then the registry
+    itself decides.
+    """
+    import sys
+
+    if "lazylab.experiments" in sys.modules:
+        return
+    from lazylab.ids import unknown_targets
+
+    for t in unknown_targets(list(targets)):
+        raise _unknown("experiment or paper", t, [])
+
+
 def _get(exp_id: str) -> Experiment:
     from lazylab.experiments import all_experiments
 
@@ -133,10 +150,7 @@ def _get(exp_id: str) -> Experiment:
 
 def select_experiments(targets: Sequence[str]) -> list[Experiment]:
     """Experiments named by ids, paper keys or ``all`` (registry order, no duplicates)."""
-    from lazylab.ids import unknown_targets
-
-    for t in unknown_targets(list(targets)):  # before the registry (and torch) is imported
-        raise _unknown("experiment or paper", t, [])
+    _refuse_unknown_fast(targets)
     from lazylab.experiments import PAPERS, all_experiments
 
     exps = all_experiments()
@@ -415,10 +429,7 @@ def reproduce(
         check_backend(backend, workers)
         out_dir = check_out(out)
         assignments = parse_assignments(sets)
-        from lazylab.ids import unknown_targets
-
-        for t in unknown_targets(list(targets)):  # a mistyped id: refused before torch loads
-            raise _unknown("experiment or paper", t, [])
+        _refuse_unknown_fast(targets)
 
         from lazylab.device import resolve_device
         from lazylab.runner import ExecutionPolicy, default_threads, resolve_spec
