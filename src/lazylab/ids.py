@@ -43,7 +43,7 @@ def unknown_targets(targets: list[str] | tuple[str, ...]) -> list[str]:
 def suggest(name: str) -> list[str]:
     """Up to three known ids or paper keys close to ``name``.
 
-    >>> suggest("bailee-xr")
-    ['bailee-xor']
+    >>> suggest("bailee-xr")[0]
+    'bailee-xor'
     """
     return difflib.get_close_matches(name, [*EXPERIMENT_PAPERS, *PAPER_KEYS, "all"], n=3)
