@@ -9,13 +9,10 @@ import sys
 
 import pytest
 import torch
-from typer.testing import CliRunner
 
-from lazylab.cli import app
 from lazylab.store import STORE_NAME, Store
-from toy_experiment import ToyMean, registered
+from toy_experiment import ToyMean, cli, registered
 
-ENV = {"COLUMNS": "200", "LAZYLAB_DEBUG": ""}
 FILES = ("results.csv", "claims.json", "config.json", "toy-mean.png", "toy-mean.svg")
 
 
@@ -29,9 +26,6 @@ def toy():
 def fresh_hooks():
     ToyMean.calls, ToyMean.fail_on_call = 0, None
 
-
-def cli(*args: str):
-    return CliRunner().invoke(app, list(args), env=ENV)
 
 
 @pytest.fixture(scope="module")

@@ -15,16 +15,13 @@ import time
 import numpy as np
 import pytest
 import torch
-from typer.testing import CliRunner
 
-from lazylab.cli import app
 from lazylab.report import atomic_write
 from lazylab.runner import resolve_spec, run_experiment
 from lazylab.store import STORE_NAME, Store
 from proc_helpers import alive, children, run, start, stored, wait_for
-from toy_experiment import ToyMean, registered
+from toy_experiment import ToyMean, cli, registered
 
-ENV = {"COLUMNS": "200", "LAZYLAB_DEBUG": ""}
 CPU = torch.device("cpu")
 SLOW = ("--set", "sleep=0.25", "--seeds", "3")
 
@@ -39,9 +36,6 @@ def toy():
 def fresh_hooks():
     ToyMean.calls, ToyMean.fail_on_call = 0, None
 
-
-def cli(*args: str):
-    return CliRunner().invoke(app, list(args), env=ENV)
 
 
 def one_line_exit_2(res, *texts: str) -> None:

@@ -128,3 +128,16 @@ def registered() -> Iterator[ToyMean]:
     finally:
         REGISTRY.pop(ToyMean.id, None)
         ToyMean.calls, ToyMean.fail_on_call = 0, None
+
+
+#: Environment of in-process CLI calls: wide tables, no debug tracebacks.
+CLI_ENV = {"COLUMNS": "200", "LAZYLAB_DEBUG": ""}
+
+
+def cli(*args: str):
+    """Run ``lazylab ARGS`` in this process (Typer's runner) and return its result."""
+    from typer.testing import CliRunner
+
+    from lazylab.cli import app
+
+    return CliRunner().invoke(app, list(args), env=CLI_ENV)
