@@ -139,6 +139,23 @@ def _refuse_unknown_fast(targets: Sequence[str]) -> None:
         raise _unknown("experiment or paper", t, [])
 
 
+def _check_sets_fast(targets: Sequence[str], assignments: dict[str, str],
+                     option: str = "--set") -> None:
+    """Refuse an unknown key or a value outside its simple bounds from the torch-free
+    parameter manifest (:mod:`lazylab.runner.manifest`), before the registry is imported.
+
+    Only while the registry is not loaded (as :func:`_refuse_unknown_fast`); cross-field rules
+    and the experiment's ``validate`` still run after the import.
+    """
+    import sys
+
+    if "lazylab.experiments" in sys.modules or not assignments:
+        return
+    from lazylab.runner.manifest import check_assignments
+
+    check_assignments(targets, assignments, option=option)
+
+
 def _get(exp_id: str) -> Experiment:
     from lazylab.experiments import all_experiments
 
@@ -430,6 +447,7 @@ def reproduce(
         out_dir = check_out(out)
         assignments = parse_assignments(sets)
         _refuse_unknown_fast(targets)
+        _check_sets_fast(targets, assignments)
 
         from lazylab.device import resolve_device
         from lazylab.runner import ExecutionPolicy, default_threads, resolve_spec
@@ -622,6 +640,10 @@ def robustness(
         check_backend(backend, workers)
         out_dir = check_out(out)
         varied = parse_vary(list(vary or []))
+        _refuse_unknown_fast(targets)
+        for i in range(max((len(v) for v in varied.values()), default=0)):
+            _check_sets_fast(targets, {k: v[min(i, len(v) - 1)] for k, v in varied.items()},
+                             option="--vary")
 
         import matplotlib
         from rich import progress as rp

@@ -1,0 +1,207 @@
+"""Every experiment's parameters (name, type, bounds or choices, default), known without torch.
+
+``lazylab reproduce ID --set KEY=VALUE`` checks the keys and the simple per-value constraints
+against this manifest before the registry is imported (importing it imports torch, scipy,
+matplotlib and every experiment module: seconds), so an unknown key, a non-numeric or
+non-finite number, a value outside its bounds or a choice that does not exist is refused in
+well under a second (lazylab issue 12, item 10). The manifest is generated from each pydantic
+parameter model's ``model_json_schema()`` by :func:`build_manifest` and stored next to this
+module in ``param_manifest.json``; ``tests/test_param_manifest.py`` keeps it equal to the
+registry (regenerate with ``python -m lazylab.runner.manifest``).
+
+The fast check only ever *refuses* what pydantic would refuse too (a property test compares it
+with :func:`lazylab.runner.params.resolve_spec` on fuzzed values); anything it cannot decide
+(cross-field rules, ``multipleOf``, unusual number spellings) is left to the full validation
+after the import, which stays the authority.
+
+>>> check_value({"type": "integer", "minimum": 2, "maximum": 1000}, "1")
+'must be >= 2'
+>>> check_value({"type": "number", "exclusiveMinimum": 0}, "inf")
+'must be a finite number'
+>>> check_value({"type": "array", "items": {"type": "integer"}, "minItems": 1}, "10,x") is None
+False
+>>> check_value({"enum": ["relu", "tanh"], "type": "string"}, "relu") is None
+True
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from collections.abc import Iterable, Sequence
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lazylab.errors import InputError
+
+if TYPE_CHECKING:
+    from lazylab.experiments.base import Experiment
+
+__all__ = ["MANIFEST_PATH", "build_manifest", "check_assignments", "check_value",
+           "load_manifest", "write_manifest"]
+
+#: The generated manifest (package data).
+MANIFEST_PATH = Path(__file__).with_name("param_manifest.json")
+
+#: JSON-schema keys that the fast check reads (everything else is left to pydantic).
+_KEPT = ("type", "enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+         "items", "prefixItems", "minItems", "maxItems", "anyOf", "default")
+
+#: Strings pydantic (lax mode) accepts as booleans, lower case.
+_BOOLS = frozenset({"0", "off", "f", "false", "n", "no", "1", "on", "t", "true", "y", "yes"})
+
+
+def _slim(schema: Any) -> Any:
+    """The parts of a JSON schema the fast check uses (recursively), nothing else."""
+    if isinstance(schema, list):
+        return [_slim(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {k: _slim(v) if k in ("items", "prefixItems", "anyOf") else v
+            for k, v in schema.items() if k in _KEPT}
+
+
+def build_manifest(experiments: Iterable[Experiment]) -> dict[str, dict[str, Any]]:
+    """Experiment id -> parameter name -> its slimmed JSON schema, in registry order.
+
+    Parameters
+    ----------
+    experiments
+        The registered experiments (:func:`lazylab.experiments.all_experiments`).
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for e in experiments:
+        props = e.Params.model_json_schema().get("properties", {})
+        out[e.id] = {name: _slim(props.get(name, {})) for name in e.Params.model_fields}
+    return out
+
+
+def write_manifest(path: Path = MANIFEST_PATH) -> Path:
+    """Regenerate the manifest file from the registry (imports it, hence torch)."""
+    from lazylab.experiments import all_experiments
+
+    manifest = build_manifest(all_experiments())
+    lines = []
+    for exp_id, fields in manifest.items():  # one line per parameter: readable diffs
+        body = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v, sort_keys=True)}"
+                           for k, v in fields.items())
+        lines.append(f" {json.dumps(exp_id)}: {{\n{body}\n }}")
+    path.write_text("{\n" + ",\n".join(lines) + "\n}\n")
+    return path
+
+
+@cache
+def load_manifest(path: Path = MANIFEST_PATH) -> dict[str, dict[str, Any]]:
+    """The stored manifest ({} when the file is missing or unreadable: no fast check)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _number(raw: str) -> float | None:
+    """``raw`` as a float, or None when Python cannot read it as a number."""
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
+def _bounds(schema: dict[str, Any], x: float) -> str | None:
+    for key, ok, sym in (("minimum", x >= schema.get("minimum", -math.inf), ">="),
+                         ("exclusiveMinimum", x > schema.get("exclusiveMinimum", -math.inf), ">"),
+                         ("maximum", x <= schema.get("maximum", math.inf), "<="),
+                         ("exclusiveMaximum", x < schema.get("exclusiveMaximum", math.inf), "<")):
+        if key in schema and not ok:
+            return f"must be {sym} {schema[key]}"
+    return None
+
+
+def check_value(schema: dict[str, Any], raw: str) -> str | None:
+    """Why pydantic would refuse the ``--set`` string ``raw`` for a field, or None.
+
+    Mirrors :func:`lazylab.runner.params.coerce`: ``none``/``null`` for optional fields, lists
+    split on commas, choices matched as text; then numbers are read and their bounds checked.
+    None means "not refused here" (the full validation still runs).
+    """
+    if "anyOf" in schema:
+        branches = [b for b in schema["anyOf"] if b.get("type") != "null"]
+        if len(branches) < len(schema["anyOf"]) and raw.lower() in ("none", "null"):
+            return None
+        return check_value(branches[0], raw) if len(branches) == 1 else None
+    kind = schema.get("type")
+    if kind == "array":
+        items = [] if raw == "" else [s.strip() for s in raw.split(",")]
+        lo, hi = schema.get("minItems"), schema.get("maxItems")
+        if lo is not None and len(items) < lo:
+            return f"must have at least {lo} item(s)"
+        if hi is not None and len(items) > hi:
+            return f"must have at most {hi} item(s)"
+        prefix = schema.get("prefixItems")
+        for i, item in enumerate(items):
+            sub = prefix[i] if prefix and i < len(prefix) else schema.get("items")
+            why = check_value(sub, item) if isinstance(sub, dict) else None
+            if why:
+                return f"item {i + 1} ({item!r}) {why}"
+        return None
+    if "enum" in schema:
+        if raw in {str(c) for c in schema["enum"]}:
+            return None
+        return "must be one of " + ", ".join(map(str, schema["enum"]))
+    if kind == "boolean":
+        return None if raw.lower() in _BOOLS else "must be true or false"
+    if kind in ("integer", "number"):
+        x = _number(raw)
+        if x is None:
+            return "must be an integer" if kind == "integer" else "must be a number"
+        if not math.isfinite(x):
+            return "must be a finite number"
+        if kind == "integer" and x != int(x):
+            return "must be an integer"
+        return _bounds(schema, x)
+    return None
+
+
+def _selected(targets: Sequence[str], manifest: dict[str, Any]) -> list[str]:
+    from lazylab.ids import EXPERIMENT_PAPERS
+
+    ids: list[str] = []
+    for t in targets:
+        picked = (list(manifest) if t == "all" else
+                  [i for i, p in EXPERIMENT_PAPERS.items() if p == t] or [t])
+        ids += [i for i in picked if i not in ids]
+    return ids
+
+
+def check_assignments(targets: Sequence[str], assignments: dict[str, str],
+                      manifest: dict[str, dict[str, Any]] | None = None,
+                      option: str = "--set") -> None:
+    """Refuse an unknown ``--set`` key or a value outside its field's simple constraints.
+
+    Raises :class:`InputError` with the same one-line message the full validation gives
+    (``option`` names the command-line option in it).
+    Does nothing when a target is not in the manifest (an experiment registered by a plugin,
+    or a stale manifest): the registry then decides.
+    """
+    manifest = load_manifest() if manifest is None else manifest
+    ids = _selected(targets, manifest)
+    if not ids or any(i not in manifest for i in ids):
+        return
+    known = sorted({k for i in ids for k in manifest[i]})
+    for key, raw in assignments.items():
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=3)
+            hint = f"did you mean {', '.join(close)}? " if close else ""
+            raise InputError(f"unknown {option} key {key!r}: no parameter of that name in "
+                             f"{', '.join(ids)}; {hint}`lazylab show ID` lists the keys")
+        for i in ids:
+            if key in manifest[i]:
+                why = check_value(manifest[i][key], raw)
+                if why:
+                    raise InputError(f"{option} {key}={raw}: {key} {why} ({i})")
+
+
+if __name__ == "__main__":
+    print(f"wrote {write_manifest()}")
