@@ -24,37 +24,49 @@ def claims(exp_id: str, p, rows) -> dict:
 
 # ---------------------------------------------------------------------------- kernel bound
 def _kb_rows(p, frac_at):
-    """fraction_good / fraction_leverage rows for the Gaussian kernel with a step at frac_at."""
+    """fraction_good / fraction_leverage rows for the Gaussian kernel with a step at
+    frac_at(d, k, alpha), plus the experiment's theory rows."""
     exp = get_experiment("allenzhu-kernel-bound")
     out = []
     for d in p.ds:
         for n in exp._grid(p, d):
             for k in p.ks:
-                f = 1.0 if n >= frac_at(d, k) else 0.0
+                f = 1.0 if n >= frac_at(d, k, max(p.alphas)) else 0.0
                 out.append({**row("gaussian", "N", n, "fraction_leverage", f, d=d, k=k),
                             "seed": 0})
                 for a in p.alphas:
+                    f = 1.0 if n >= frac_at(d, k, a) else 0.0
                     out.append({**row("gaussian", "N", n, "fraction_good", f, d=d, k=k,
                                       alpha=a), "seed": 0})
-    return out
+    return out + [{**r, "seed": 0} for r in exp.theory(p)]
+
+
+def _npred(d, k, a):
+    from lazylab.experiments.allenzhu.kernel_bound import _spectrum
+    from lazylab.theory.allenzhu import predicted_transition_n
+    return predicted_transition_n(_spectrum("gaussian", d), d, k, a)
 
 
 def test_kernel_bound_claims_hold_and_fail_when_tilted():
     from lazylab.theory.allenzhu import degrees_of_freedom
     exp = get_experiment("allenzhu-kernel-bound")
     p = exp.resolve("quick", {"ds": [10], "ks": [2, 3], "n_points": 12})
-    good = _kb_rows(p, lambda d, k: degrees_of_freedom(d, k))
+    good = _kb_rows(p, _npred)
     c = claims(exp.id, p, good)
     assert c["thm2-bound"].held and c["leverage-bound"].held and c["transition"].held
     # fractions tripled exceed the bounds once N is small against C(d, k)
     worse = tilted(Results(good), lambda r: 3.0 if r["metric"] != "median_risk" else None)
     c2 = {x.id: x for x in exp.claims(p, worse)}
     assert c2["thm2-bound"].failed and c2["leverage-bound"].failed
-    # a transition at 4 x DoF is too late
-    c3 = claims(exp.id, p, _kb_rows(p, lambda d, k: 4 * degrees_of_freedom(d, k)))
+    # a transition at 4 x N_pred is too late, one at N_pred / 4 too early
+    c3 = claims(exp.id, p, _kb_rows(p, lambda d, k, a: 4 * _npred(d, k, a)))
     assert c3["transition"].failed
+    c4 = claims(exp.id, p, _kb_rows(p, lambda d, k, a: _npred(d, k, a) / 4))
+    assert c4["transition"].failed
+    # DoF alone (the previous predictor) is too early at alpha = 0.1, k = 2: N_pred = 392
+    assert _npred(10, 2, 0.1) > 4 * degrees_of_freedom(10, 2)
     # a fitted fraction above 2N/C at small N fails Thm 2
-    bad = _kb_rows(p, lambda d, k: 0)
+    bad = _kb_rows(p, lambda d, k, a: 0)
     assert claims(exp.id, p, bad)["thm2-bound"].failed
     assert thm2_fraction_bound(5, 10, 3) < 1
 
