@@ -41,6 +41,7 @@ def _cli_in_subprocess(*args: str) -> tuple[list[str], str]:
     (["bailee", "--set", "m=abc"], "m must be an integer"),
     (["arora-spectrum", "--set", "n_train=1e12"], "n_train must be <= 60000"),
     (["all", "--set", "nosuch=1"], "unknown --set key 'nosuch'"),
+    (["bailee-generalization", "--set", "B_x=1e308"], "B_x must be <= 1000000.0"),
 ])
 def test_bad_set_is_refused_before_torch_is_imported(args, message):
     flags, stderr = _cli_in_subprocess("reproduce", *args)
@@ -53,6 +54,13 @@ def test_bad_vary_is_refused_before_torch_is_imported():
     flags, stderr = _cli_in_subprocess("robustness", "arora-spectrum", "--vary", "n_test=10,nan")
     assert flags == ["False", "False", "2"], stderr
     assert "--vary n_test=nan: n_test must be a finite number" in stderr
+
+
+def test_huge_input_radius_is_refused_when_parameters_resolve():
+    """issue 12 item 2: B_x = 1e308 failed inside a unit (eigh of an overflowing X^T X)."""
+    exp = next(e for e in EXPERIMENTS if e.id == "bailee-generalization")
+    with pytest.raises(InputError, match="B_x must be <= 1000000.0"):
+        resolve_spec(exp, "quick", {"B_x": "1e308"}, 1, torch.device("cpu"))
 
 
 def test_a_plugin_experiment_is_not_judged_by_the_manifest():

@@ -54,7 +54,9 @@ class GeneralizationParams(ExperimentParams):
     ds: list[int] = Field([10, 14, 20, 28, 40, 56, 80], min_length=3,
                           description="input dimensions d (distinct, in [4, 500])")
     n_per_d: int = Field(10, ge=2, le=200, description="samples n = n_per_d * d")
-    B_x: float = Field(1.0, gt=0, description="input radius B_x")
+    # Every quantity is scale-covariant in B_x (M is invariant, R ~ B_x^2); outside [1e-6, 1e6]
+    # the float64 products X^T X and B_x^2 M under- or overflow (B_x = 1e308 failed in eigh).
+    B_x: float = Field(1.0, ge=1e-6, le=1e6, description="input radius B_x")
     kappa: float = Field(10.0, ge=1.0, le=1e4, description="condition number (anisotropic)")
     k_sub: int = Field(2, ge=1, le=3, description="dimension of the degenerate subspace")
     m: int = Field(20, ge=2, le=2000, description="neurons w0_r in the Rademacher term")
