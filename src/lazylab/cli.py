@@ -625,6 +625,9 @@ def robustness(
     backend: Annotated[str, typer.Option(help="local or ray.")] = "local",
     address: Annotated[str | None, typer.Option(help="Ray cluster address.",
                                                 show_default=False)] = None,
+    threads: Annotated[int | None, typer.Option(
+        help="torch and BLAS threads of every unit (default: the CPU cores, at most 8), as "
+             "for reproduce.", show_default=False)] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Run even if the estimate exceeds "
                                                           "an hour.")] = False,
 ) -> None:
@@ -638,6 +641,8 @@ def robustness(
         if seeds is not None:
             check_seeds(seeds, "--seeds")
         check_backend(backend, workers)
+        if threads is not None and not 1 <= threads <= 1024:
+            raise InputError(f"--threads must be between 1 and 1024; got {threads}")
         out_dir = check_out(out)
         varied = parse_vary(list(vary or []))
         _refuse_unknown_fast(targets)
@@ -651,7 +656,7 @@ def robustness(
         from lazylab.device import resolve_device
         from lazylab.report import write_report
         from lazylab.robustness import estimate_seconds, run_robustness
-        from lazylab.runner import ExecutionPolicy
+        from lazylab.runner import ExecutionPolicy, default_threads
 
         matplotlib.use("Agg")
         try:
@@ -659,7 +664,7 @@ def robustness(
         except ValueError as e:
             raise InputError(str(e)) from None
         exps = select_experiments(targets)
-        policy = ExecutionPolicy()
+        policy = ExecutionPolicy(threads=threads or default_threads())
         plans = [estimate_seconds(e, scale, dev, varied, seeds, policy) for e in exps]
         console = _out()
         for e, (n_set, reps, secs) in zip(exps, plans, strict=True):

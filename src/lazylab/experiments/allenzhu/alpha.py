@@ -83,6 +83,14 @@ class Alpha(Experiment):
                 f"beta > alpha")
         return out
 
+    def cost(self, p: AlphaParams, scale: str = "quick") -> tuple[float, float | None]:
+        """Cost guard: the unit-count estimate times the growth of each size (exponents
+        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
+        from lazylab.experiments.sizing import scaled_cost
+
+        sizes = {"epochs": 1, "n_hidden": 1, "widths": 1}
+        return scaled_cost(self, p, scale, sizes)
+
     def units(self, p: AlphaParams) -> list[dict[str, Any]]:
         return [{"panel": panel, "beta": b, "m": m}
                 for panel in p.panels for b in p.betas for m in p.widths]

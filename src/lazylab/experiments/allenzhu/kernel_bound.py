@@ -132,6 +132,14 @@ class KernelBound(Experiment):
             if bad:
                 raise InputError(f"--set ks: every k must be in [2, d/2] for d = {d}; got {bad}")
 
+    def cost(self, p: KernelBoundParams, scale: str = "quick") -> tuple[float, float | None]:
+        """Cost guard: the unit-count estimate times the growth of each size (exponents
+        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
+        from lazylab.experiments.sizing import scaled_cost
+
+        sizes = {"resnet_width": 1}
+        return scaled_cost(self, p, scale, sizes)
+
     def units(self, p: KernelBoundParams) -> list[dict[str, Any]]:
         out = []
         for d in p.ds:

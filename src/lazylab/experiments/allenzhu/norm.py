@@ -154,6 +154,14 @@ class Norm(Experiment):
         if lo > hi or lo < -8 or hi > 4:
             raise InputError("--set lr_decades: need -8 <= k_min <= k_max <= 4")
 
+    def cost(self, p: NormParams, scale: str = "quick") -> tuple[float, float | None]:
+        """Cost guard: the unit-count estimate times the growth of each size (exponents
+        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
+        from lazylab.experiments.sizing import scaled_cost
+
+        sizes = {"epochs": 1, "n_train": 1, "widths": 1, "hand_steps": 1}
+        return scaled_cost(self, p, scale, sizes)
+
     def units(self, p: NormParams) -> list[dict[str, Any]]:
         return [{"kind": "hand"}] + [{"kind": "sgd", "m": m} for m in p.widths]
 

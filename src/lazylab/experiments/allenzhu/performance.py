@@ -182,6 +182,14 @@ class Performance(Experiment):
                 f"largest width (learns part of alpha G(F); open at reduced scale)")
         return out
 
+    def cost(self, p: T1Params, scale: str = "quick") -> tuple[float, float | None]:
+        """Cost guard: the unit-count estimate times the growth of each size (exponents
+        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
+        from lazylab.experiments.sizing import scaled_cost
+
+        sizes = {"epochs": 1, "n_hidden": 1, "widths": 1}
+        return scaled_cost(self, p, scale, sizes)
+
     def units(self, p: T1Params) -> list[dict[str, Any]]:
         out = []
         for panel in p.panels:

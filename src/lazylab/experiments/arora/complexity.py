@@ -187,6 +187,14 @@ class Complexity(Experiment):
         return ComplexityPrep(prob, eta, train_labels, test_labels, spread, budget)
 
     # ---- computation -----------------------------------------------------------------------
+    def cost(self, p: ComplexityParams, scale: str = "quick") -> tuple[float, float | None]:
+        """Cost guard: the unit-count estimate times the growth of each size (exponents
+        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
+        from lazylab.experiments.sizing import scaled_cost
+
+        sizes = {"width": 1, "steps": 1, "n_train": 1}
+        return scaled_cost(self, p, scale, sizes)
+
     def units(self, p: ComplexityParams) -> list[dict[str, Any]]:
         return [{"fraction": f} for f in p.fractions]
 

@@ -192,6 +192,14 @@ class Learnability(Experiment):
         return LearnabilityPrep(prob, eta, targets, steps, spread)
 
     # ---- computation -----------------------------------------------------------------------
+    def cost(self, p: LearnabilityParams, scale: str = "quick") -> tuple[float, float | None]:
+        """Cost guard: the unit-count estimate times the growth of each size (exponents
+        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
+        from lazylab.experiments.sizing import scaled_cost
+
+        sizes = {"width": 1, "steps": 1, "n_train": 1, "d": 1}
+        return scaled_cost(self, p, scale, sizes)
+
     def units(self, p: LearnabilityParams) -> list[dict[str, Any]]:
         trained = [f"p = {q}" for q in p.powers] if p.train_targets else []
         return [{"target": t} for t in trained + [RANDOM]]

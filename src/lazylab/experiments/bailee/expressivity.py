@@ -141,6 +141,31 @@ class Expressivity(Experiment):
     def units(self, p: ExpressivityParams) -> list[dict[str, Any]]:
         return [{"p": q, "m": m} for q in p.ps for m in width_grid(p.m_min, p.m_max, p.m_points)]
 
+    def cost(self, p: ExpressivityParams, scale: str = "quick") -> tuple[float, float | None]:
+        """Estimated ``(seconds, peak bytes)`` of one seed, scaled from the sizes.
+
+        Work of a unit of width m: ``n_init m (n_test (d + 40) / 50 + 3 d)`` (the (n_test, m)
+        activation blocks, whose cost grows slowly with d, plus drawing W0 and W*, O(m d));
+        seconds = ``est_seconds[scale]`` per seed x (work at p) / (work at the scale's own
+        parameters). Fitted on single units (m = 1e5..1e7, d = 10, 100: within 1.6x) and
+        calibrated on the quick run (45 s wall, 16.5 CPU s, 1.0 GB peak RSS on a loaded 2-core
+        CPU). Peak: 400 MB (interpreter and torch) + 160 bytes per element of one activation
+        block (``min(n_test, CHUNK_ELEMS // m) x m``) + 4 float64 (m, d) matrices; measured
+        0.9 GB at the quick sizes, 3.8 GB at m = 1e6, d = 100 and 4.1 GB at m = 1e7, d = 10.
+        """
+        from lazylab.experiments.bailee.common import CHUNK_ELEMS
+
+        def work(q: ExpressivityParams) -> float:
+            return sum(q.n_init * u["m"] * (q.n_test * (q.d + 40) / 50 + 3 * q.d)
+                       for u in self.units(q))
+
+        base = self.resolve(scale) if scale in self.scales else self.resolve("quick")
+        per_seed = self.est_seconds.get(scale, self.est_seconds["quick"]) / max(
+            1, self.default_seeds.get(scale, 1))
+        peak = 400e6 + max(160.0 * min(p.n_test, max(1, CHUNK_ELEMS // u["m"])) * u["m"]
+                           + 32.0 * u["m"] * p.d for u in self.units(p))
+        return per_seed * work(p) / work(base), peak
+
     @staticmethod
     def _data(p: ExpressivityParams, device: torch.device | str = "cpu",
               ) -> tuple[torch.Tensor, torch.Tensor]:

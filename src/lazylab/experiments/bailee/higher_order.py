@@ -134,6 +134,14 @@ class HigherOrder(Experiment):
         return {f"k{k}-{kind}": _STATEMENTS[kind].format(k=k, k1=k + 1)
                 for k in p.ks for kind in _STATEMENTS}
 
+    def cost(self, p: HigherOrderParams, scale: str = "quick") -> tuple[float, float | None]:
+        """Cost guard: the unit-count estimate times the growth of each size (exponents
+        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
+        from lazylab.experiments.sizing import scaled_cost
+
+        sizes = {"m_max": 1, "n_test": 1, "n_draws": 1, "d": 1}
+        return scaled_cost(self, p, scale, sizes)
+
     def units(self, p: HigherOrderParams) -> list[dict[str, Any]]:
         return [{"k": k, "m": m} for k in p.ks for m in width_grid(p.m_min, p.m_max,
                                                                     p.m_points)]

@@ -168,6 +168,14 @@ class Landscape(Experiment):
             raise InputError("--set teacher_widths: distinct even widths in [50, 200000]; "
                              f"got {p.teacher_widths}")
 
+    def cost(self, p: LandscapeParams, scale: str = "quick") -> tuple[float, float | None]:
+        """Cost guard: the unit-count estimate times the growth of each size (exponents
+        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
+        from lazylab.experiments.sizing import scaled_cost
+
+        sizes = {"m_max": 1, "teacher_widths": 1, "steps": 1, "n": 1}
+        return scaled_cost(self, p, scale, sizes)
+
     def units(self, p: LandscapeParams) -> list[dict[str, Any]]:
         ws = sorted(p.teacher_widths)
         return ([{"part": "inequality", "m": m} for m in width_grid(p.m_min, p.m_max,

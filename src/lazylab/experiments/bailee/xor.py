@@ -213,6 +213,14 @@ class Xor(Experiment):
     robustness_axes = {"m": [320, 480, 960], "target": [0.2, 0.25, 0.3]}
     smoke = {"ds": [6, 8, 10, 12, 14], "n_min": 8, "n_max": 512, "n_test": 300}
 
+    def cost(self, p: XorParams, scale: str = "quick") -> tuple[float, float | None]:
+        """Cost guard: the unit-count estimate times the growth of each size (exponents
+        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
+        from lazylab.experiments.sizing import scaled_cost
+
+        sizes = {"m": 1, "steps": 1, "n_max": 1, "ds": 1}
+        return scaled_cost(self, p, scale, sizes)
+
     def units(self, p: XorParams) -> list[dict[str, Any]]:
         return [{"d": d} for d in p.ds]
 

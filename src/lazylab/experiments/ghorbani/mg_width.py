@@ -96,6 +96,14 @@ class MGWidth(WidthExperiment):
                              "N >> d: their best risk exceeds it by more than 3 SE",
     }
 
+    def cost(self, p: MGWidthParams, scale: str = "quick") -> tuple[float, float | None]:
+        """Cost guard: the unit-count estimate times the growth of each size (exponents
+        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
+        from lazylab.experiments.sizing import scaled_cost
+
+        sizes = {"rf_samples": 1, "sgd_steps": 1, "d": 1}
+        return scaled_cost(self, p, scale, sizes)
+
     def problem(self, p: MGWidthParams) -> C.Problem:
         return C.mg_problem(p.d, p.target_seed)
 

@@ -84,6 +84,14 @@ class QFWidth(WidthExperiment):
         "zero-for-N>=d": f"NN reaches ~0 (R/R0 <= {ZERO_THRESHOLD}) for N >= d (Theorem 3)",
     }
 
+    def cost(self, p: QFWidthParams, scale: str = "quick") -> tuple[float, float | None]:
+        """Cost guard: the unit-count estimate times the growth of each size (exponents
+        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
+        from lazylab.experiments.sizing import scaled_cost
+
+        sizes = {"rf_samples": 1, "sgd_steps": 1, "d": 1}
+        return scaled_cost(self, p, scale, sizes)
+
     def problem(self, p: QFWidthParams) -> C.Problem:
         return C.qf_problem(p.d, p.target_seed)
 

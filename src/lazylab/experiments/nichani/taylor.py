@@ -153,6 +153,14 @@ class TaylorExperiment(Experiment):
         return name, shape, (Xtr - mean) / std, ytr, (Xte - mean) / std, yte
 
     # ---- computation -----------------------------------------------------------------------
+    def cost(self, p: TaylorParams, scale: str = "quick") -> tuple[float, float | None]:
+        """Cost guard: the unit-count estimate times the growth of each size (exponents
+        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
+        from lazylab.experiments.sizing import scaled_cost
+
+        sizes = {"epochs": 1, "n_train": 1, "width": 1}
+        return scaled_cost(self, p, scale, sizes)
+
     def units(self, p: TaylorParams) -> list[dict[str, Any]]:
         return [{"models": "full, linear, quadratic"}]
 
