@@ -99,7 +99,13 @@ def _perf_rows(p, kernel_err, resnet_err, other_err, se=0.01):
 
 def test_performance_claims_hold_and_fail_when_tilted():
     exp = get_experiment("allenzhu-performance")
-    p = exp.resolve("quick")
+    # quick runs panel (a) only; (b)'s claims say why they are not applicable
+    q = exp.resolve("quick")
+    cq = claims(exp.id, q, _perf_rows(q, kernel_err=3.0, resnet_err=0.5, other_err=2.0))
+    assert all(cq[f"{c}-a"].held for c in ("kernels-above", "resnet-lowest", "resnet-below"))
+    assert all(cq[f"{c}-b"].status == "not_applicable" and "300 epochs" in cq[f"{c}-b"].details[
+        "reason"] for c in ("kernels-above", "resnet-lowest", "resnet-below"))
+    p = exp.resolve("quick", {"panels": ["a", "b"]})
     rows = _perf_rows(p, kernel_err=3.0, resnet_err=0.5, other_err=2.0)
     c = claims(exp.id, p, rows)
     assert all(x.held for x in c.values()), {k: x.status for k, x in c.items()}
@@ -117,7 +123,7 @@ def test_performance_claims_hold_and_fail_when_tilted():
 
 def test_alpha_claim_holds_and_fails_when_tilted():
     exp = get_experiment("allenzhu-alpha")
-    p = exp.resolve("quick")
+    p = exp.resolve("quick", {"panels": ["a", "b"]})
     ref = p.k * p.alpha ** 2
     rows = []
     for panel in p.panels:

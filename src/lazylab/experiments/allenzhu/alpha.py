@@ -21,16 +21,19 @@ from lazylab.experiments import register
 from lazylab.experiments.allenzhu.common import PAPER
 from lazylab.experiments.allenzhu.performance import (
     ERR,
+    PANELS,
     T1Params,
     check_t1,
     fit_rows,
     fit_unit,
     panel_mode,
+    panel_skipped,
 )
 from lazylab.experiments.base import Claim, Experiment, Results, row
 from lazylab.experiments.style import finish
 from lazylab.experiments.toolkit import K_SE
 from lazylab.seeding import derive_seed
+from lazylab.train.ensemble import decade_grid
 
 __all__ = ["Alpha", "AlphaParams"]
 
@@ -60,14 +63,14 @@ class Alpha(Experiment):
     summary = ("3resnet (all) and (hidden) test error vs width for beta in {1, .5, .3, .2, 0} at "
                "alpha = 0.3, relative to the k alpha^2 reference")
     Params = AlphaParams
-    scales = {"quick": {}, "paper": {
-        "widths": [20, 50, 100, 200, 500, 1000, 2000], "epochs": 800, "lr_decades": (-4, 0),
-        "n_val": 500, "n_test": 20000,
-        "wds": [0.0, 1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3], "max_group": 40}}
+    scales = {"quick": {"panels": ["a"]}, "paper": {
+        "widths": [20, 50, 100, 200, 500, 1000, 2000], "epochs": 800,
+        "lrs": decade_grid(-4, 0), "n_val": 500, "n_test": 20000, "panels": ["a", "b"],
+        "wds": [0.0, 1e-5, 1e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2], "max_group": 40}}
     est_seconds = {"quick": 80.0, "paper": 3 * 3600.0}
-    robustness_axes = {"epochs": [8, 10, 14], "n_test": [1000, 2000, 4000]}
+    robustness_axes = {"epochs": [150, 200, 300], "n_test": [1000, 2000, 4000]}
     smoke = {"d": 10, "widths": [8], "epochs": 2, "n_all": 100, "n_hidden": 100, "n_val": 100,
-             "n_test": 400, "lr_decades": (-2, -2), "wds": [0.0], "betas": [1.0, 0.0],
+             "n_test": 400, "lrs": [0.05], "wds": [0.0], "betas": [1.0, 0.0],
              "panels": ["a"]}
 
     def validate(self, p: AlphaParams) -> None:
@@ -75,7 +78,7 @@ class Alpha(Experiment):
 
     def statements(self, p: AlphaParams) -> dict[str, str]:
         out = {}
-        for panel in p.panels:
+        for panel in PANELS:
             mode, nkey = panel_mode(panel)
             out[f"beta-sensitivity-{panel}"] = (
                 f"({panel}) N = {getattr(p, nkey)}, 3resnet({mode}), largest width: the error "
@@ -116,8 +119,11 @@ class Alpha(Experiment):
         ref = p.k * p.alpha ** 2
         mmax = max(p.widths)
         out = []
-        for panel in p.panels:
+        for panel in PANELS:
             cid = f"beta-sensitivity-{panel}"
+            if panel not in p.panels:
+                out.append(Claim.not_applicable(cid, st[cid], panel_skipped(panel)))
+                continue
             mode = panel_mode(panel)[0]
             lo = [b for b in p.betas if b < p.alpha]
             hi = [b for b in p.betas if b > p.alpha]
