@@ -73,8 +73,13 @@ def main() -> None:
 
     (t_gemm, t_step), ratio = interleaved_medians([gemms, step], args.repeats, device)
     (t_batch, t_loop), ratio_loop = interleaved_medians([step, loop], args.repeats, device)
-    print(f"device={device} d={d} n={n} m={m} B={B} threads={torch.get_num_threads()} "
-          f"repeats={args.repeats}")
+    blas = ("MKL" if torch.backends.mkl.is_available() else "no MKL") if device.type == "cpu" \
+        else f"cuBLAS ({torch.cuda.get_device_name(device)})"
+    print(f"device={device} d={d} n={n} m={m} B={B} dtype={X.dtype} "
+          f"threads={torch.get_num_threads()} repeats={args.repeats} (interleaved; medians)")
+    print(f"path: step = lazylab.train.nichani.taylor_step_grad, batched over B with a reused "
+          f"workspace (torch.matmul out=, in-place elementwise); baseline = the same two "
+          f"batched torch.matmul calls alone; BLAS: {blas}")
     print(f"two bare GEMMs (Z, pull-back)  : {t_gemm * 1e3:9.2f} ms (median)")
     print(f"GD step f_L + f_Q + lam3 R3    : {t_step * 1e3:9.2f} ms (median)")
     print(f"ratio step / GEMMs             : {t_step / t_gemm:9.3f}   (median of per-repeat "
