@@ -18,7 +18,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["CUBLAS_WORKSPACE", "ExecutionPolicy", "default_threads", "machine_memory"]
+__all__ = ["CUBLAS_WORKSPACE", "ExecutionPolicy", "default_threads", "limit_blas",
+           "machine_memory"]
 
 #: cuBLAS needs a fixed workspace for deterministic GEMMs (CUDA docs, "Results reproducibility").
 CUBLAS_WORKSPACE = ":4096:8"
@@ -53,9 +54,9 @@ class ExecutionPolicy:
     Attributes
     ----------
     threads
-        torch intra-op threads of every unit, in every process (fixed, never divided among
-        workers: GEMM reductions split differently with another thread count); default
-        :func:`default_threads`.
+        torch intra-op threads and numpy/scipy BLAS threads (:func:`limit_blas`) of every unit,
+        in every process (fixed, never divided among workers: GEMM reductions split
+        differently with another thread count); default :func:`default_threads`.
     deterministic
         ``torch.use_deterministic_algorithms(True, warn_only=True)`` and the cuBLAS workspace
         setting (``CUBLAS_WORKSPACE_CONFIG``).
@@ -89,3 +90,20 @@ class ExecutionPolicy:
         torch.backends.cudnn.allow_tf32 = self.allow_tf32
         torch.backends.cudnn.benchmark = False
         torch.set_float32_matmul_precision("high" if self.allow_tf32 else "highest")
+        limit_blas(self.threads)
+
+
+def limit_blas(threads: int) -> None:
+    """Cap the BLAS thread pools of numpy and scipy (OpenBLAS, MKL, BLIS) at ``threads``.
+
+    torch's own pools follow ``torch.set_num_threads``; numpy's and scipy's BLAS would otherwise
+    use every core in every worker (issue 12: the policy's thread count holds for all of them).
+    numpy and scipy.linalg are imported first so that their BLAS libraries are loaded when the
+    limit is applied (threadpoolctl only reaches libraries already loaded).
+    """
+    import numpy  # noqa: F401
+    import scipy.linalg  # noqa: F401
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    if any(i["user_api"] == "blas" and i["num_threads"] != threads for i in threadpool_info()):
+        threadpool_limits(limits=threads, user_api="blas")
