@@ -156,3 +156,25 @@ def test_taylor_claims_hold_and_fail_when_swapped():
     # a gap within the Monte Carlo noise is not evidence
     tie = _claims(exp, p, _taylor_table(0.021, 0.02, 0.501, 0.5))
     assert tie["quad-closer"].failed and tie["quad-lower-test"].failed
+
+
+def _taylor_seeds(gaps: list[float], spread: float) -> Results:
+    """Final test losses over seeds: a common seed effect ``spread * s`` and per-seed gaps."""
+    rows = []
+    for s, g in enumerate(gaps):
+        base = 0.5 + spread * s
+        for meth, v in ((tay.LIN, base + g), (tay.QUAD, base), (tay.FULL, base - 0.05)):
+            rows.append({**row(meth, tay.X_NAME, 20.0, "test_loss", v), "seed": s})
+        rows.append({**row(tay.QUAD, tay.X_NAME, 20.0, "test_gap_se", 0.003), "seed": s})
+    return Results(rows)
+
+
+def test_taylor_test_gap_is_paired_over_seeds():
+    exp = get_experiment("nichani-taylor")
+    p = exp.resolve("quick")
+    # a large seed effect shared by both models does not hide a consistent gap ...
+    ok = _claims(exp, p, _taylor_seeds([0.05, 0.05, 0.05], spread=0.1))
+    assert ok["quad-lower-test"].held
+    # ... but gaps whose sign changes between seeds are not evidence
+    bad = _claims(exp, p, _taylor_seeds([0.08, -0.02, 0.03], spread=0.0))
+    assert bad["quad-lower-test"].failed
