@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean manifest
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,6 +21,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# Regenerate the torch-free --set manifest after changing an experiment's parameters
+# (tests/test_param_manifest.py fails until it equals the registry).
+manifest: $(STAMP)
+	$(BIN)/python -m lazylab.runner.manifest
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

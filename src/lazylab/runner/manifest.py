@@ -7,7 +7,7 @@ non-finite number, a value outside its bounds or a choice that does not exist is
 well under a second (lazylab issue 12, item 10). The manifest is generated from each pydantic
 parameter model's ``model_json_schema()`` by :func:`build_manifest` and stored next to this
 module in ``param_manifest.json``; ``tests/test_param_manifest.py`` keeps it equal to the
-registry (regenerate with ``python -m lazylab.runner.manifest``).
+registry (regenerate with ``make manifest``, i.e. ``python -m lazylab.runner.manifest``).
 
 The fast check only ever *refuses* what pydantic would refuse too (a property test compares it
 with :func:`lazylab.runner.params.resolve_spec` on fuzzed values); anything it cannot decide
