@@ -325,7 +325,7 @@ class Regularizer(Experiment):
     def plot(self, p: RegularizerParams, results: Results):
         from matplotlib.figure import Figure
 
-        fig = Figure(figsize=(13.5, 3.9))
+        fig = Figure(figsize=(15.5, 3.9))
         axes = [fig.add_subplot(1, 3, i + 1) for i in range(3)]
         cmap = _lam_colors(p)
         for ax, metric, ylabel in zip(axes, ("R3", "train_loss", "test_loss"),
@@ -360,7 +360,7 @@ class Regularizer(Experiment):
             ax.spines["top"].set_visible(False)
             ax.spines["right"].set_visible(False)
         axes[0].legend(fontsize=7, frameon=False)
-        axes[2].legend(fontsize=7, frameon=False)
+        axes[2].legend(fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.02, 0.5))
         n, _ = self.sizes(p)
         fig.suptitle(f"f_L + f_Q with R3: d = {p.d}, n = {n}, m = {p.m}, eta = {p.lr:g}, "
                      f"{p.inputs} inputs", fontsize=10)
