@@ -390,9 +390,15 @@ class Xor(Experiment):
         from matplotlib.figure import Figure
         from matplotlib.ticker import NullFormatter
 
-        fig = Figure(figsize=(4.0 * (len(p.ds) + 1), 3.8))
-        axes = fig.subplots(1, len(p.ds) + 1, squeeze=False)[0]
-        for ax, d in zip(axes, p.ds, strict=False):
+        panels = len(p.ds) + 1
+        cols = min(panels, 4)
+        rows = -(-panels // cols)
+        fig = Figure(figsize=(4.0 * cols, 3.8 * rows))
+        grid = fig.subplots(rows, cols, squeeze=False).ravel()
+        for ax in grid[panels:]:
+            ax.set_visible(False)
+        axes = list(grid[:panels])
+        for i, (ax, d) in enumerate(zip(axes, p.ds, strict=False)):
             for meth in METHODS:
                 series_points(ax, results, meth, "test_mse", d=d,
                               label=meth + (r" ($\tilde L$)" if meth == RAND else ""))
@@ -407,7 +413,7 @@ class Xor(Experiment):
             ax.set_yscale("log")
             ax.xaxis.set_minor_formatter(NullFormatter())
             ax.yaxis.set_minor_formatter(NullFormatter())
-            finish(ax, xlabel="training samples n", ylabel="test MSE" if d == p.ds[0] else "",
+            finish(ax, xlabel="training samples n", ylabel="test MSE" if i % cols == 0 else "",
                    title=f"2-XOR, d = {d}, m = {p.m}")
         ax = axes[-1]
         for meth in METHODS:
@@ -428,5 +434,6 @@ class Xor(Experiment):
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xticks(p.ds, [str(d) for d in p.ds])
         finish(ax, xlabel="dimension d", ylabel=r"$n^*$",
-               title=rf"$n^*$ (MSE, $\tilde L$ $\leq$ {p.target:g}); dotted: $d^2$, $d$")
+               title=rf"$n^*$ (MSE, $\tilde L$ $\leq$ {p.target:g}); slope $\pm$ 99.7% CI;"
+                     "\ndotted: $d^2$, $d$")
         return fig
