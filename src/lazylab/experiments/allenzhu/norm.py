@@ -4,8 +4,8 @@ Task T3: x uniform on {+-1/sqrt(d)}^d, y = d^3 x_{i1} ... x_{i6} (a six-parity i
 Learner F(W; x) = a^T sigma(W x), a in {+-1/sqrt(m)}^m fixed (half of each sign), only W trained.
 
 * Hand-built solutions (footnote 16): at m = ``m_hand``, d = 6 the 64 cube points are the whole
-  population; we minimise the exact error subject to ||W||_F <= r sqrt(6) (Adam with projection
-  onto the ball, ``restarts`` random starts, best kept) for each radius r, then pad to dimension
+  population; we minimise the exact error on the sphere ||W||_F = r sqrt(6) (L-BFGS,
+  ``restarts`` random starts, best kept) for each radius r, then pad to dimension
   d with W_d = sqrt(d/6) W_6 on the parity's coordinates (ReLU is positively homogeneous), so
   the network function is unchanged and ||W_d||_F / sqrt(d) = ||W_6||_F / sqrt(6) <= r.
   The paper: errors <= 0.12, 0.037, 0.011 at r = 9.7, 12.5, 13.8.
@@ -52,11 +52,11 @@ class NormParams(ExperimentParams):
     lr_decades: tuple[int, int] = Field((-1, 1), description="lr grid {1,2,5} x 10^k, k range")
     wds: list[float] = Field([0.0], min_length=1, description="weight decays")
     m_hand: int = Field(200, ge=2, le=100_000, description="width of the hand-built solutions")
-    radii: list[float] = Field([6.0, 9.7, 12.5, 13.8, 16.0], min_length=1,
+    radii: list[float] = Field([9.7, 12.5, 13.8, 16.0], min_length=1,
                                description="hand-built norm budgets ||W||_F / sqrt(d)")
-    hand_steps: int = Field(1500, ge=10, le=1_000_000,
-                            description="projected Adam steps per hand-built solution")
-    restarts: int = Field(2, ge=1, le=100, description="random starts per radius")
+    hand_steps: int = Field(2000, ge=10, le=1_000_000,
+                            description="L-BFGS iterations of the hand-built search")
+    restarts: int = Field(12, ge=1, le=100, description="random starts per radius")
     data_seed: int = Field(0, ge=0, description="seed of the parity indices and samples")
     max_group: int = Field(64, ge=1, le=10_000, description="configurations trained at once")
 
@@ -77,37 +77,48 @@ class NormParams(ExperimentParams):
 
 def hand_built(m: int, radii: list[float], *, steps: int, restarts: int,
                generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Best W (len(radii), m, 6) with ||W||_F <= r sqrt(6) for the six-parity on {+-1/sqrt 6}^6.
+    """Best W (len(radii), m, 6) with ||W||_F = r sqrt(6) for the six-parity on {+-1/sqrt 6}^6.
 
     Minimises the exact population error E (a^T sigma(W x) - prod_i sqrt(6) x_i)^2 over the 64
-    points by Adam (lr 0.01 then 0.001 for the last quarter) with projection onto the ball after
-    each step, all radii x restarts in one batch. Returns (W, exact errors).
+    points on the sphere ||W||_F = r sqrt(6), parametrised as W = r sqrt(6) U / ||U||_F (the
+    error only falls with the norm at these radii, so the ball's optimum is on the sphere), by
+    L-BFGS (strong Wolfe line search, at most ``steps`` iterations) from ``restarts`` random
+    starts U ~ N(0, 1/m) per radius, all radii x restarts as one separable objective; the best
+    start per radius is kept. The landscape has many local minima: at r = 9.7, m = 200 and 2000
+    iterations, 5 of 16 starts reached error <= 0.125 (the rest 0.13-0.15), so 12 starts miss
+    with probability about 0.69^12 ~ 1%. The result is an upper bound on the smallest error at
+    that norm.
+    Returns (W, exact errors).
     """
     X = all_cube_points(6, scale=1 / math.sqrt(6))
     y = 6 ** 3 * X.prod(dim=1)
     a = torch.cat([torch.ones(m // 2), -torch.ones(m // 2)]).double() / math.sqrt(m)
     R = torch.tensor(radii, dtype=torch.float64).repeat_interleave(restarts) * math.sqrt(6)
-    W = torch.randn(len(R), m, 6, generator=generator, dtype=torch.float64) / math.sqrt(m)
-    W.requires_grad_(True)
-    opt = torch.optim.Adam([W], lr=0.01)
+    U = torch.randn(len(R), m, 6, generator=generator, dtype=torch.float64) / math.sqrt(m)
+    U.requires_grad_(True)
+
+    def weights(U: torch.Tensor) -> torch.Tensor:
+        return U * (R / U.flatten(1).norm(dim=1)).view(-1, 1, 1)
 
     def err(W: torch.Tensor) -> torch.Tensor:
         return (torch.relu(torch.einsum("bmd,nd->bnm", W, X)) @ a - y).square().mean(dim=1)
 
-    for t in range(steps):
-        if t == 3 * steps // 4:
-            for g in opt.param_groups:
-                g["lr"] = 0.001
+    opt = torch.optim.LBFGS([U], lr=1.0, max_iter=int(steps), history_size=50,
+                            line_search_fn="strong_wolfe", tolerance_grad=1e-14,
+                            tolerance_change=1e-16)
+
+    def closure() -> torch.Tensor:
         opt.zero_grad()
-        err(W).sum().backward()
-        opt.step()
-        with torch.no_grad():
-            norms = W.flatten(1).norm(dim=1)
-            W.mul_((R / norms).clamp(max=1.0).view(-1, 1, 1))
+        loss = err(weights(U)).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
     with torch.no_grad():
+        W = weights(U)
         e = err(W).view(len(radii), restarts)
         best = e.argmin(dim=1)
-        Wb = W.detach().view(len(radii), restarts, m, 6)[torch.arange(len(radii)), best]
+        Wb = W.view(len(radii), restarts, m, 6)[torch.arange(len(radii)), best]
         return Wb, e[torch.arange(len(radii)), best]
 
 
@@ -130,11 +141,11 @@ class Norm(Experiment):
     Params = NormParams
     scales = {"quick": {}, "paper": {
         "widths": [200, 500, 1000, 2000, 5000, 10000], "epochs": 200, "lr_decades": (-2, 2),
-        "wds": [0.0, 1e-6, 1e-5, 1e-4, 1e-3], "hand_steps": 20000, "restarts": 16,
+        "wds": [0.0, 1e-6, 1e-5, 1e-4, 1e-3], "hand_steps": 5000, "restarts": 16,
         "radii": [6.0, 8.0, 9.7, 11.0, 12.5, 13.8, 16.0],
         "max_group": 25}}
-    est_seconds = {"quick": 90.0, "paper": 4 * 3600.0}
-    robustness_axes = {"epochs": [3, 4, 6], "restarts": [1, 2, 3]}
+    est_seconds = {"quick": 50.0, "paper": 4 * 3600.0}
+    robustness_axes = {"epochs": [3, 4, 6], "restarts": [8, 12, 16]}
     smoke = {"d": 10, "n_train": 300, "n_test": 300, "widths": [20], "epochs": 2,
              "lr_decades": (0, 0), "wds": [0.0], "m_hand": 20, "radii": [9.7, 12.5, 13.8],
              "hand_steps": 200, "restarts": 1}
@@ -236,7 +247,9 @@ class Norm(Experiment):
                 "hand-built", st["hand-built"], all(t[2] <= t[1] + t[3] for t in pts),
                 worst[2], worst[1], worst[3],
                 "exact population error over the 64 points of {+-1/sqrt 6}^6 (padding to d "
-                "changes nothing); tolerance = half a unit of the paper's last digit (its "
+                "changes nothing), no Monte Carlo; the search (L-BFGS from random starts) "
+                "gives an upper bound on the smallest error at each norm, so its gap can only "
+                "make the claim fail; tolerance = half a unit of the paper's last digit (its "
                 "rounding); measured = our error at the tightest radius",
                 {"points": [{"radius": r, "paper": e, "ours": m} for r, e, m, _ in pts]}))
         else:
