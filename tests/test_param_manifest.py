@@ -63,6 +63,17 @@ def test_huge_input_radius_is_refused_when_parameters_resolve():
         resolve_spec(exp, "quick", {"B_x": "1e308"}, 1, torch.device("cpu"))
 
 
+@pytest.mark.parametrize("sets", [{"B_x": "1e308"}, {"B_x": "1e-100"}, {"alpha": "1e200"},
+                                  {"beta_norm": "1e60"}, {"alpha": "1e99", "B_x": "10", "ps": "2,4"}])
+def test_expressivity_refuses_amplitudes_that_overflow(sets):
+    """B_x = 1e308 overflowed inside a unit (exit 1); alpha, B_x and ||beta|| set the amplitude
+    |alpha| (B_x ||beta||)^p of everything computed, refused outside [1e-100, 1e100]."""
+    exp = next(e for e in EXPERIMENTS if e.id == "bailee-expressivity")
+    with pytest.raises(InputError, match="target amplitude"):
+        resolve_spec(exp, "quick", sets, 1, torch.device("cpu"))
+    resolve_spec(exp, "quick", {"B_x": "1e6"}, 1, torch.device("cpu"))  # the edge is accepted
+
+
 def test_a_plugin_experiment_is_not_judged_by_the_manifest():
     check_assignments(["my-plugin-exp"], {"anything": "1"}, MANIFEST)  # the registry decides
     with pytest.raises(InputError, match="did you mean ds"):

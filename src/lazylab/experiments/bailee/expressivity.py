@@ -138,6 +138,30 @@ class Expressivity(Experiment):
     smoke = {"ps": [2, 3], "m_min": 500, "m_max": 8000, "m_points": 5, "n_test": 40,
              "n_init": 2}
 
+    def validate(self, p: ExpressivityParams) -> None:
+        """Refuse sizes whose float64 arithmetic would overflow inside a unit (issue 12).
+
+        Targets, errors and norms scale with the amplitude ``|alpha| (B_x ||beta||)^p`` and
+        Theorem 7's bound with ``alpha^2 B_x^(2(p-2)) ||beta||^(2p) / delta``; squares and sums
+        of them must stay finite, so the amplitude must lie in [1e-100, 1e100] and the bound
+        below 1e250 (``B_x = 1e308`` overflowed in a unit before).
+        """
+        from lazylab.errors import InputError
+
+        lb, la = math.log10(p.B_x * 1.0), math.log10(abs(p.alpha))
+        lbeta = math.log10(p.beta_norm)
+        for q in p.ps:
+            amp = la + q * (lb + lbeta)
+            bound = (math.log10(32 * math.pi * max((q - 2) ** 3, 1) / p.delta) + 2 * la
+                     + 2 * (q - 2) * lb + 2 * q * lbeta)
+            if not -100 <= amp <= 100 or not -250 <= bound <= 250:
+                raise InputError(
+                    f"--set alpha/B_x/beta_norm: at p = {q} the target amplitude |alpha| "
+                    f"(B_x ||beta||)^p = 1e{amp:.0f} and Theorem 7's bound 1e{bound:.0f} must "
+                    "lie in [1e-100, 1e100] and [1e-250, 1e250] (float64 squares and sums of "
+                    f"them must stay finite; alpha = {p.alpha:g}, B_x = {p.B_x:g}, beta_norm = "
+                    f"{p.beta_norm:g})")
+
     def units(self, p: ExpressivityParams) -> list[dict[str, Any]]:
         return [{"p": q, "m": m} for q in p.ps for m in width_grid(p.m_min, p.m_max, p.m_points)]
 
