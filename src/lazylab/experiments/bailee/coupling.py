@@ -73,7 +73,7 @@ SLOPE_ERROR_MODEL = ("finite width: the leading-order law holds up to a relative
 LIMIT_ERROR_MODEL = ("finite width (law of large numbers over the m/2 moved neurons): relative "
                      "SE sqrt(2/m) x CV with CV <= 3 for f_L, f_Q and the std over signs; "
                      "O(m^-3/8) for the mean gap (its m^-7/8 fluctuation over the m^-1/2 "
-                     "mean); tolerance 3 SE at m_max")
+                     "mean); divided by sqrt(seeds); tolerance 3 SE at m_max")
 
 
 class CouplingParams(ExperimentParams):
@@ -176,7 +176,7 @@ class Coupling(Experiment):
                                                                         bias=bias)))
         names, ratios, ses = [], [], []
         for key in ids:
-            x, mean, _, _ = results.series(NAMES[key], METRIC)
+            x, mean, _, count = results.series(NAMES[key], METRIC)
             if len(x) == 0:
                 ratios.append(math.nan)
                 ses.append(0.0)
@@ -185,7 +185,9 @@ class Coupling(Experiment):
             m = float(x[-1])
             names.append(NAMES[key])
             ratios.append(float(mean[-1]) / _theory_at(p, key, m))
-            ses.append(m ** -0.375 if key == "mean gap" else NEURON_CV * math.sqrt(2 / m))
+            # the fluctuations are over W0 (and signs): independent across seeds
+            rel = m ** -0.375 if key == "mean gap" else NEURON_CV * math.sqrt(2 / m)
+            ses.append(rel / math.sqrt(max(int(count[-1]), 1)))
         out.append(match_claim("limits", self.claim_statements["limits"], ratios, 1.0, ses,
                                error_model=LIMIT_ERROR_MODEL, x=list(range(len(names))),
                                details={"quantities": names}))
