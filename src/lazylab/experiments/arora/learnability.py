@@ -144,7 +144,9 @@ class Learnability(Experiment):
                   "steps": 20000, "loss_tol": 1e-3, "mc_draws": 4},
     }
     default_seeds = {"quick": 1, "paper": 1}
-    est_seconds = {"quick": 25.0, "paper": 1200.0}  # paper: <= 4 x 20000 GD steps on a GPU
+    # quick measured: 35-43 s of unit compute, 41-51 s wall on the loaded 2-core machine (21 s
+    # of CPU); paper: <= 4 x 20000 GD steps on a GPU
+    est_seconds = {"quick": 35.0, "paper": 1200.0}
     robustness_axes = {"n_train": [128, 192, 256], "width": [1000, 2000, 4000],
                        "dataset": ["digits", "fashion-mnist", "sphere"]}
     # contract-test sizes: ~8 s of CPU (n = 6..48 on 4 points, 4 trained units at m = 600)
