@@ -76,7 +76,7 @@ class Spectrum(Experiment):
     scales = {"quick": {}, "paper": {"d": 10, "m": 400, "N": 100_000, "d_gram": 100,
                                       "m_gram": 10_000}}
     default_seeds = {"quick": 1, "paper": 3}
-    est_seconds = {"quick": 3.0, "paper": 30.0}
+    est_seconds = {"quick": 5.0, "paper": 30.0}
     robustness_axes = {"m": [200, 300, 400], "d_gram": [20, 30, 40]}
     smoke = {"d": 5, "m": 40, "N": 2000, "d_gram": 10, "m_gram": 400}
     claim_statements = {
