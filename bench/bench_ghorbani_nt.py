@@ -13,7 +13,12 @@ Prints: time, CG iterations, test risk R/R0 (exact population risk of the fitted
 form), the exact limit for the same W (theory.ghorbani_population: ||P_perp B P_perp||^2/||B||^2
 for qf, the CG minimiser of spec C9 for mg), and the expected finite-n excess.
 
+With ``--compare-lstsq`` the same W and n are also fitted by the quick scale's former protocol
+(normal equations in a basis of S_W, ``common.fit_nt_lstsq``, float64) and the ratio of the two
+times is printed and recorded (the reason the width figures default to ``nt_protocol=cg``).
+
 Usage: python bench/bench_ghorbani_nt.py --d 450 --N 225 [--kind qf|mg] [--device cuda]
+       python bench/bench_ghorbani_nt.py --d 60 --N 60 --samples-per-column 20 --compare-lstsq
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from lazylab.device import resolve_device
 from lazylab.experiments.ghorbani.common import (
     QuadForm,
     draw_weights,
+    fit_nt_lstsq,
     mg_problem,
     nt_basis_size,
     qf_problem,
@@ -48,6 +54,8 @@ def main() -> None:
     ap.add_argument("--tol", type=float, default=1e-5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--compare-lstsq", action="store_true",
+                    help="also time the basis least squares (fit_nt_lstsq) on the same W and n")
     args = ap.parse_args()
     device = resolve_device(args.device)
     prob = qf_problem(args.d, 100) if args.kind == "qf" else mg_problem(args.d, 100)
@@ -86,12 +94,22 @@ def main() -> None:
     print(f"NT risk R/R0 = {risk:.4f}; exact limit for this W = {limit:.4f} "
           f"(theory {t_theory:.1f} s); expected finite-n excess ~ {excess:.4f}; "
           f"risk - limit = {risk - limit:+.4f}")
-    record(f"ghorbani_nt_{args.kind}_d{args.d}_N{args.N}",
-           {"d": args.d, "N": args.N, "n": n, "p": p, "kind": args.kind,
-            "seconds": t_fit, "iterations": fit.info.iterations, "risk": risk, "limit": limit,
-            "expected_excess": excess, "converged": fit.info.converged,
-            "train_mse_over_r0": fit.train_mse / prob.r0,
-            "risk_minus_limit": risk - limit}, device)
+    values = {"d": args.d, "N": args.N, "n": n, "p": p, "kind": args.kind,
+              "seconds": t_fit, "iterations": fit.info.iterations, "risk": risk, "limit": limit,
+              "expected_excess": excess, "converged": fit.info.converged,
+              "train_mse_over_r0": fit.train_mse / prob.r0,
+              "risk_minus_limit": risk - limit}
+    if args.compare_lstsq:
+        t0 = time.perf_counter()
+        q, _ = fit_nt_lstsq(W.to(device), prob.sampler(torch.float64), n, args.chunk,
+                            torch.Generator(device=device).manual_seed(args.seed + 1))
+        t_lstsq = time.perf_counter() - t0
+        risk_lstsq = prob.risk(q)
+        print(f"lstsq (basis normal equations, float64): {t_lstsq:.1f} s, risk R/R0 = "
+              f"{risk_lstsq:.4f}; time lstsq / cg = {t_lstsq / t_fit:.1f}")
+        values.update(lstsq_seconds=t_lstsq, lstsq_risk=risk_lstsq,
+                      lstsq_over_cg_time=t_lstsq / t_fit)
+    record(f"ghorbani_nt_{args.kind}_d{args.d}_N{args.N}", values, device)
 
 
 if __name__ == "__main__":

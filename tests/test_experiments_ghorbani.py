@@ -39,11 +39,12 @@ CPU = torch.device("cpu")
 SMALL = {
     "ghorbani-qf-width": {"d": 12, "rho_min": 0.25, "rho_max": 3.0, "n_widths": 4,
                           "rf_samples": 6000, "rf_reps": 2, "nt_reps": 2, "nt_samples": 4000,
-                          "test_samples": 2000, "sgd_steps": 2000, "theory_draws": 10},
+                          "test_samples": 2000, "sgd_steps": 2000, "theory_draws": 10,
+                          "gap_targets": 3, "gap_draws": 5},
     "ghorbani-mg-width": {"d": 12, "rho_min": 0.25, "rho_max": 3.0, "n_widths": 4,
                           "rf_samples": 6000, "rf_reps": 2, "nt_reps": 2, "nt_samples": 6000,
                           "test_samples": 2000, "sgd_steps": 2000, "theory_draws": 10,
-                          "mmse_samples": 20_000},
+                          "mmse_samples": 20_000, "gap_targets": 3, "gap_draws": 5},
     "ghorbani-qf-samples": {"d": 12, "sgd_steps": 3000, "eval_points": 8},
     "ghorbani-mg-samples": {"d": 12, "sgd_steps": 6000, "eval_points": 8, "theory_draws": 5},
 }
@@ -115,10 +116,35 @@ def test_large_d_with_least_squares_is_refused_before_computing():
 
     for exp_id, d in (("ghorbani-qf-width", 110), ("ghorbani-mg-width", 90)):
         exp = REGISTRY[exp_id]
-        p = exp.resolve("quick", {"d": d})
+        p = exp.resolve("quick", {"d": d, "nt_protocol": "lstsq"})
         with pytest.raises(InputError, match="--set d"):
             exp.validate(p)
-        exp.validate(exp.resolve("quick", {"d": d, "nt_protocol": "sgd"}))  # accepted
+        exp.validate(exp.resolve("quick", {"d": d}))  # the default protocol (cg) is accepted
+        exp.validate(exp.resolve("quick", {"d": d, "nt_protocol": "sgd"}))
+
+
+def test_quick_d_range_is_refused_by_the_cost_guard():
+    """Above its quick range (qf: d <= 60, mg: d <= 90) ``cost`` refuses at --scale quick
+    (InputError, exit 2) and names the range; the paper scale accepts the same d."""
+    from lazylab.errors import InputError
+
+    for exp_id, ok, bad in (("ghorbani-qf-width", 60, 61), ("ghorbani-mg-width", 90, 91)):
+        exp = REGISTRY[exp_id]
+        secs, _ = exp.cost(exp.resolve("quick", {"d": ok}), "quick")
+        assert math.isfinite(secs) and secs > exp.est_seconds["quick"]  # grows with d
+        with pytest.raises(InputError, match=f"d <= {ok}"):
+            exp.cost(exp.resolve("quick", {"d": bad}), "quick")
+        exp.cost(exp.resolve("paper", {"d": bad}), "paper")
+        default = exp.cost(exp.resolve("quick"), "quick")[0]
+        assert default == pytest.approx(exp.est_seconds["quick"] / exp.default_seeds["quick"])
+
+
+def test_quick_d_range_refused_by_the_cli_with_exit_2(tmp_path):
+    from toy_experiment import cli
+
+    res = cli("reproduce", "ghorbani-qf-width", "--set", "d=110", "--out", str(tmp_path / "o"))
+    assert res.exit_code == 2 and "d <= 60" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "o" / "ghorbani-qf-width" / "results.csv").exists()
 
 
 def test_protocol_sizes_scale_with_d():
@@ -128,7 +154,30 @@ def test_protocol_sizes_scale_with_d():
         n_max = max(exp.widths(p))
         assert p.rf_samples >= 50 * n_max
         assert p.nt_samples >= 20 * (d * (d + 1) // 2 + 1)
-        assert p.sgd_steps == 75 * d
+        assert p.sgd_steps == round(54 * d * (1 + d / p.batch_size))
+        assert p.nt_protocol == "cg"
+
+
+def test_asymptotic_gap_claim_fails_when_the_gap_stops_shrinking(runs):
+    """The asymptotic-gap claim holds at the test sizes and fails when the simulated gaps are
+    tilted by (d/20)^0.8 (slope -0.2 instead of -1) or made d-independent; its units hold one
+    asymptotic_gap row per (method, d, target)."""
+    for exp_id in ("ghorbani-qf-width", "ghorbani-mg-width"):
+        exp, p, res = runs[exp_id]
+        c = {c.id: c for c in exp.claims(p, res)}["asymptotic-gap-shrinks"]
+        assert c.held, (c.measured, c.tolerance)
+        for m in exp.asymptotic_methods:
+            rows = res.select(method=m, metric="asymptotic_gap")
+            assert sorted({float(r["x"]) for r in rows}) == [20.0, 40.0, 80.0]
+            assert len(rows) == 3 * p.gap_targets
+        for fn in (lambda r: (float(r["x"]) / 20) ** 0.8, lambda r: float(r["x"]) / 20):
+            bad = tilted(res, lambda r, fn=fn: fn(r) if r["metric"] == "asymptotic_gap"
+                         else None)
+            c = {c.id: c for c in exp.claims(p, bad)}["asymptotic-gap-shrinks"]
+            assert c.status == "failed", (exp_id, c.measured, c.tolerance)
+        none = Results([r for r in res.rows if r["metric"] != "asymptotic_gap"])
+        assert {c.id: c for c in exp.claims(p, none)}[
+            "asymptotic-gap-shrinks"].status == "not_applicable"
 
 
 def test_qf_width_theory_rows_match_theory_module(runs):
@@ -338,6 +387,7 @@ def test_paper_scale_units_start():
 
 def test_sgd_steps_default_scales_with_d():
     exp = REGISTRY["ghorbani-qf-width"]
-    assert exp.resolve("quick", {"d": 60}).sgd_steps == 75 * 60
+    assert exp.resolve("quick", {"d": 60}).sgd_steps == round(54 * 60 * 1.6)
+    assert exp.resolve("quick", {"d": 60, "batch_size": 200}).sgd_steps == round(54 * 60 * 1.3)
     assert exp.resolve("quick", {"d": 60, "sgd_steps": 123}).sgd_steps == 123
     assert REGISTRY["ghorbani-mg-width"].resolve("quick", {"d": 20}).sgd_steps == 2000

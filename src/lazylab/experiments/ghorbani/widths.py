@@ -13,6 +13,19 @@ with x_name "N":
 * ``risk_population_limit`` (RF, NT): the exact n = infinity optimum over the class for the same
   W, so ``risk - risk_population_limit`` is the training/estimation error.
 
+Asymptotic-gap units ``{"method": m, "d": d, "target": j}`` (d in 20, 40, 80; j <
+``gap_targets``; only methods with an asymptotic formula) measure how far the exact finite-d
+risk (mean over ``gap_draws`` draws of W, or the exact expectation where one is known) sits
+from the paper's asymptotic formula at rho = 1/2 and 2, for target seed ``target_seed + j``:
+rows (x_name "d") ``finite_minus_asymptotic`` (facet rho) and ``asymptotic_gap``; the claim
+``asymptotic-gap-shrinks`` fits log gap against log d (slope -1, the O(rho/d) correction).
+
+Quick-scale protocol rules (stated in the parameters' descriptions and ``lazylab show``): NT by
+streamed CG least squares (``nt_protocol=cg``) on nt_samples = max(default, 20 (d(d+1)/2 + 1))
+samples, RF least squares on rf_samples = max(default, 50 N_max), NN and NT-SGD step sizes from
+:mod:`.common`, sgd_steps from :meth:`WidthParams.default_steps`; d above the experiment's
+``quick_max_d`` is refused at --scale quick (exit 2) by :meth:`WidthExperiment.cost`.
+
 The width grid is "N in {45, ..., 4500}" at d = 450 in the paper (rho from 0.1 to 10) on a log
 axis; the exact grid is not given, so we take a geometric grid plus N = d (spec Sec. 8 item 8).
 """
@@ -30,7 +43,12 @@ from lazylab.errors import InputError
 from lazylab.experiments import style
 from lazylab.experiments.base import Experiment, Results, geomspace_int, row
 from lazylab.experiments.ghorbani import common as C
-from lazylab.experiments.ghorbani.verdicts import lstsq_allowance, match_claim, sgd_allowance
+from lazylab.experiments.ghorbani.verdicts import (
+    gap_claim,
+    lstsq_allowance,
+    match_claim,
+    sgd_allowance,
+)
 from lazylab.experiments.toolkit import grid_search
 from lazylab.seeding import derive_seed, torch_generator
 from lazylab.solve import nt_least_squares
@@ -52,6 +70,10 @@ def width_statements(methods: Sequence[str], asymptotic: Sequence[str]) -> dict[
     out.update({f"{m}-matches-asymptotic": f"{m} simulations match the paper's asymptotic "
                                            f"formula within the O(rho/d) finite-d correction at "
                                            f"every N" for m in asymptotic})
+    out["asymptotic-gap-shrinks"] = (
+        f"the gap between the exact finite-d risk and the paper's asymptotic formula (mean over "
+        f"rho = N/d in {{1/2, 2}}) falls like 1/d over d = 20, 40, 80 for {', '.join(asymptotic)} "
+        f"(log-log slope -1)")
     return out
 
 
@@ -76,9 +98,10 @@ class WidthParams(C.GhorbaniParams):
     rf_reps: int = Field(3, ge=1, le=100, description="independent draws of W per RF point "
                          "(paper: 10)")
     nt_protocol: Literal["lstsq", "sgd", "cg"] = Field(
-        "lstsq", description="NT training: least squares on nt_samples samples (lstsq: normal "
-        "equations in a basis, small d; cg: streamed conjugate gradients, any d, paper scale), "
-        "or one-pass SGD (the paper's protocol, which stalls above the limit at d = 450)")
+        "cg", description="NT training: least squares on nt_samples samples (cg: streamed "
+        "conjugate gradients, any d, 10-30x faster than lstsq at d >= 30; lstsq: normal "
+        "equations in a basis of S_W, d <= 61), or one-pass SGD (the paper's protocol, which "
+        "stalls above the limit at d = 450)")
     nt_reps: int = Field(3, ge=1, le=100, description="independent draws of W per NT point with "
                          "N < d (for N >= d the NT class does not depend on W)")
     nt_samples: int = Field(20_000, ge=100, le=10**8,
@@ -87,23 +110,35 @@ class WidthParams(C.GhorbaniParams):
                               description="fresh samples of the reported test risk")
     sgd_steps: int = Field(3000, ge=10, le=10**7,
                            description="one-pass SGD steps for NN (and NT with sgd); unless "
-                           "set, 75 d (qf) or 100 d (mixture), since the default step size "
-                           "shrinks with d (paper: 2e5 for qf, 1.4e5 for mg)")
+                           "set, round(54 d (1 + d/batch_size)) (qf) or 100 d (mixture), since "
+                           "the default step size shrinks with d (paper: 2e5 for qf, 1.4e5 "
+                           "for mg)")
     theory_draws: int = Field(20, ge=0, le=10_000, description="draws of W for the finite-d "
                               "Monte Carlo references of RF (and NT on the mixture); 0: use the "
                               "exact population limits of the simulated W's instead (no "
                               "minutes-long Gram solves at d = 450 when assembling)")
     chunk: int = Field(8192, ge=64, le=10**7, description="rows per least-squares chunk")
+    gap_targets: int = Field(6, ge=0, le=100, description="target draws (target_seed, "
+                             "target_seed + 1, ...) at each d in 20, 40, 80 for the "
+                             "asymptotic-gap claim; 0: no gap units (claim not applicable)")
+    gap_draws: int = Field(20, ge=1, le=1000, description="draws of W per (d, target, rho) "
+                           "point of the asymptotic-gap units")
 
     #: sgd_steps when not given: steps_per_d * d (the step size falls like d^-1/2 (1 + d/b)^-1).
     steps_per_d: ClassVar[int] = 75
+
+    @classmethod
+    def default_steps(cls, d: int, batch_size: int) -> int:
+        """``sgd_steps`` when not given: ``steps_per_d`` d (subclasses state their own rule)."""
+        return cls.steps_per_d * d
 
     @model_validator(mode="before")
     @classmethod
     def _default_sizes(cls, data: Any) -> Any:
         """Protocol sizes that scale with d unless set (the stated rules):
 
-        * ``sgd_steps`` = steps_per_d d (the default step size falls like d^-1/2 (1 + d/b)^-1);
+        * ``sgd_steps`` = :meth:`default_steps` (the default step size falls like
+          d^-1/2 (1 + d/b)^-1);
         * ``rf_samples`` = max(default, RF_SAMPLES_PER_FEATURE N_max): least squares with N
           features has excess risk ~ R N / (n - N), so n / N_max >= 50 keeps it <= 2% of R;
         * ``nt_samples`` = max(default, NT_SAMPLES_PER_COLUMN p_max) with p_max = d(d+1)/2 + 1
@@ -119,7 +154,12 @@ class WidthParams(C.GhorbaniParams):
         if d is None:
             return data  # pydantic reports the bad d
         data = dict(data)
-        data.setdefault("sgd_steps", cls.steps_per_d * d)
+        if "sgd_steps" not in data:
+            try:
+                b = int(data.get("batch_size", cls.model_fields["batch_size"].default))
+            except (TypeError, ValueError):
+                return data  # pydantic reports the bad batch size
+            data["sgd_steps"] = cls.default_steps(d, max(b, 1))
         if "rf_samples" not in data:
             try:
                 n_max = max(width_grid(d, float(data.get("rho_min", cls.model_fields[
@@ -147,6 +187,15 @@ class WidthParams(C.GhorbaniParams):
         return self
 
 
+#: The asymptotic-gap units (issue 11): input dimensions and width ratios rho = N/d.
+GAP_DS = (20, 40, 80)
+GAP_RHOS = (0.5, 2.0)
+#: Stated allowance on the gap's log-log slope: relative O(1/d^2) corrections c/d to the
+#: O(1/d) gap, |c| <= 4 (the exact NT(I) gap of Theorem 2 has |c| ~ 1-2, the RF gap's leading
+#: term goes like 1/(d + 1)), tilt a power-law fit over d in [20, 80] by at most 0.027 |c|.
+GAP_SLOPE_BIAS = 0.11
+
+
 class WidthExperiment(Experiment):
     """Shared grid, training and per-method claims of the two risk-vs-N figures."""
 
@@ -167,6 +216,55 @@ class WidthExperiment(Experiment):
                 f"{p.nt_samples} samples (minutes per unit); with nt_protocol=lstsq d must be "
                 f"<= {d_max}. Use --set nt_protocol=cg (streamed conjugate gradients) or "
                 f"nt_protocol=sgd (the paper's protocol), or --scale paper, for larger d")
+
+    # ------------------------------------------------------------------ cost and quick range
+    #: Largest d of the quick scale: beyond it the quick protocol either leaves the 2-minute
+    #: contract or its NN does not converge within the d-scaled step rule (see
+    #: :attr:`quick_range_reason`); ``cost`` refuses such a d at ``--scale quick`` (exit 2).
+    quick_max_d: ClassVar[int] = 60
+    quick_range_reason: ClassVar[str] = ""
+
+    def unit_seconds(self, p: WidthParams, key: dict[str, Any]) -> float:
+        """CPU seconds of one unit (one torch thread), a model with constants measured on the
+        2-core development CPU: SGD 4.3e-4 s per step + 1.15e-8 s per (step, N d); NT by CG
+        2e-9 n d min(N, d) (about 30 passes of three GEMMs), by lstsq 6.5e-11 n p^2 (normal
+        equations of the p-column basis); RF 7.2e-11 n N^2 (normal equations)."""
+        if "d" in key:  # asymptotic-gap unit: exact risks of gap_draws W's per rho
+            return 2e-8 * p.gap_draws * len(GAP_RHOS) * int(key["d"]) ** 3
+        N, d, method = int(key["N"]), p.d, key["method"]
+
+        def sgd() -> float:
+            return len(p.lr_factors) * p.sgd_steps * (4.3e-4 + 1.15e-8 * N * d)
+
+        if method.startswith("RF"):
+            return 7.2e-11 * p.rf_samples * N * N
+        if method == "NT(I)":
+            if p.nt_protocol == "cg":
+                return 2e-9 * p.nt_samples * d * min(N, d)
+            if p.nt_protocol == "lstsq":
+                return 6.5e-11 * p.nt_samples * C.nt_basis_size(d, N) ** 2
+        return sgd()
+
+    def cost(self, p: WidthParams, scale: str = "quick") -> tuple[float, float | None]:
+        """``est_seconds[scale]`` scaled by the modelled work (:meth:`unit_seconds` summed over
+        the units) at ``p`` over that at the scale's own parameters.  At ``--scale quick`` a d
+        above :attr:`quick_max_d` is refused (InputError, exit 2) before anything runs."""
+        if scale == "quick" and p.d > self.quick_max_d:
+            raise InputError(
+                f"--set d: quick scale supports d <= {self.quick_max_d} for {self.id}; got "
+                f"d = {p.d}. {self.quick_range_reason} Use --scale paper (with --set d=...) "
+                f"for larger d")
+        est = float(self.est_seconds.get(scale, 60.0)) / max(1, self.default_seeds.get(scale, 1))
+        try:
+            base = self.resolve(scale)
+        except ValueError:
+            return est, None
+
+        def work(q: WidthParams) -> float:
+            return sum(self.unit_seconds(q, k) for k in self.units(q))
+
+        ref = work(base)
+        return (est * work(p) / ref if ref > 0 else est), None
 
     def rf_covariance(self, method: str, prob: C.Problem) -> np.ndarray | None:
         """Gamma of an RF method (None: I/d)."""
@@ -192,14 +290,19 @@ class WidthExperiment(Experiment):
             out += [{"method": "NT(I)", "N": N, "rep": r}
                     for r in range(p.nt_reps if N < p.d else 1)]
             out += [{"method": m, "N": N, "rep": r} for m in rf for r in range(p.rf_reps)]
+        out += [{"method": m, "d": d, "target": j} for m in self.asymptotic_methods
+                for d in GAP_DS for j in range(p.gap_targets)]
         return out
 
     # ------------------------------------------------------------------ one unit
     def run_unit(self, p: WidthParams, key: dict[str, Any], seed: int,
                  device: torch.device) -> list[dict[str, Any]]:
-        method, N = key["method"], int(key["N"])
+        method = key["method"]
         if method not in self.methods:
             raise ValueError(f"unknown method {method!r}; allowed: {', '.join(self.methods)}")
+        if "d" in key:
+            return self.gap_unit(p, method, int(key["d"]), int(key["target"]), seed)
+        N = int(key["N"])
         prob = self.problem(p)
         gen = torch_generator(seed, device)
         extra: dict[str, float] = {}
@@ -246,6 +349,58 @@ class WidthExperiment(Experiment):
                 row(method, "N", N, "test_risk", test),
                 row(method, "N", N, "train_loss", train / prob.r0)]
         rows += [row(method, "N", N, k, v) for k, v in extra.items()]
+        return rows
+
+    # ------------------------------------------------------------------ asymptotic gap
+    def problem_at(self, d: int, target_seed: int) -> C.Problem:
+        """The data model at another d (and target seed), for the asymptotic-gap units."""
+        raise NotImplementedError
+
+    def asymptotic(self, method: str, prob: C.Problem, N: int) -> float:
+        """The paper's asymptotic formula for ``method`` at width N on ``prob``."""
+        raise NotImplementedError
+
+    def exact_risk(self, method: str, prob: C.Problem, N: int,
+                   gen: torch.Generator) -> float:
+        """The exact finite-d population risk of ``method`` at width N for one draw of W
+        (RF, NT: the optimum over the class for W; NN: the finite-d value, no W)."""
+        if method.startswith("RF"):
+            W = C.draw_weights(prob.d, N, gen, covariance=self.rf_covariance(method, prob))
+            return self.rf_limit(W, prob)
+        if method == "NT(I)":
+            return self.nt_limit(C.draw_weights(prob.d, N, gen), prob)
+        raise NotImplementedError
+
+    def gap_random(self, method: str, N: int, d: int) -> bool:
+        """Whether :meth:`exact_risk` depends on the draw of W (RF always; NT(I) for N < d)."""
+        return method.startswith("RF") or (method == "NT(I)" and N < d)
+
+    def gap_unit(self, p: WidthParams, method: str, d: int, target: int,
+                 seed: int) -> list[dict[str, Any]]:
+        """One point of the asymptotic-gap claim: at input dimension d (one of
+        :data:`GAP_DS`) and target ``target_seed + target``, the mean over ``gap_draws`` draws
+        of W of the exact finite-d risk minus the paper's asymptotic formula, at each rho in
+        :data:`GAP_RHOS`; rows (x_name "d") ``finite_minus_asymptotic`` (facet rho) and
+        ``asymptotic_gap`` = |mean over rho| (points where both are exactly 0, NT(I) on the
+        quadratic target at N >= d, are left out)."""
+        prob = self.problem_at(d, p.target_seed + target)
+        gen = torch_generator(seed)
+        diffs = []
+        rows = []
+        for rho in GAP_RHOS:
+            N = max(1, round(rho * d))
+            asym = float(self.asymptotic(method, prob, N))
+            draws = p.gap_draws if self.gap_random(method, N, d) else 1
+            finite = float(np.mean([self.exact_risk(method, prob, N, gen)
+                                    for _ in range(draws)]))
+            if finite == 0.0 and asym == 0.0:
+                continue
+            diffs.append(finite - asym)
+            rows.append(row(method, "d", d, "finite_minus_asymptotic", finite - asym,
+                            target=target, rho=rho))
+        if diffs:
+            rows.append(row(method, "d", d, "asymptotic_gap", abs(float(np.mean(diffs))),
+                            target=target))
         return rows
 
     # ------------------------------------------------------------------ theory
@@ -325,6 +480,8 @@ class WidthExperiment(Experiment):
                            **specs[m]) for m in self.methods]
         out += [match_claim(f"{m}-matches-asymptotic", st[f"{m}-matches-asymptotic"], results,
                             m, asymptotic=True, **specs[m]) for m in self.asymptotic_methods]
+        out.append(gap_claim("asymptotic-gap-shrinks", st["asymptotic-gap-shrinks"], results,
+                             self.asymptotic_methods, bias=GAP_SLOPE_BIAS))
         return out
 
 
