@@ -229,3 +229,74 @@ def test_missing_data_is_an_input_error_and_a_file_not_found(tmp_path):
     assert isinstance(err, DataNotFound) and isinstance(err, InputError)
     assert isinstance(err, FileNotFoundError) and err.exit_code == 2
     assert str(tmp_path) in str(err) and "never downloads" in str(err)
+
+
+# ----------------------------------------------------------------------------- CIFAR binary
+
+def _write_fake_cifar_bin(folder: Path, per_batch: int = 6) -> list[np.ndarray]:
+    """The binary version: records of one label byte then 3072 pixel bytes."""
+    rng = np.random.default_rng(2)
+    folder.mkdir(parents=True, exist_ok=True)
+    records = []
+    for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
+        labels = (np.arange(per_batch) % 3).astype(np.uint8)[:, None]
+        rec = np.concatenate([labels, rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8)],
+                             axis=1)
+        (folder / name).write_bytes(rec.tobytes())
+        records.append(rec)
+    return records
+
+
+def test_cifar_binary_version_reader_and_loader(tmp_path):
+    from lazylab.data.cifar import read_cifar_bin
+
+    records = _write_fake_cifar_bin(tmp_path / "cifar-10-batches-bin")
+    X, y = read_cifar_bin(tmp_path / "cifar-10-batches-bin" / "data_batch_3.bin")
+    assert X.shape == (6, 3072) and X.dtype == np.uint8
+    assert y.tolist() == [0, 1, 2, 0, 1, 2] and np.array_equal(X, records[2][:, 1:])
+    assert find_dataset("cifar10", tmp_path) == tmp_path / "cifar-10-batches-bin"
+    Xtr, ytr, Xte, yte = load_dataset("cifar10", root=tmp_path, dtype=torch.float64)
+    # classes 0 (airplane, +1) and 1 (automobile, -1): 2 of every 3 records
+    assert Xtr.shape == (20, 3072) and Xte.shape == (4, 3072)
+    assert sorted(ytr.tolist()) == [-1.0] * 10 + [1.0] * 10 and _unit_norms(Xte)
+    # each test row is its record's pixels / 255 scaled to unit norm, with the record's label
+    test = records[5][records[5][:, 0] < 2]
+    unit = test[:, 1:] / np.linalg.norm(test[:, 1:].astype(np.float64), axis=1, keepdims=True)
+    for row, lab in zip(Xte.numpy(), yte.tolist(), strict=True):
+        i = int(np.argmin(np.abs(unit - row).sum(1)))
+        assert np.abs(unit[i] - row).max() < 1e-12 and test[i, 0] == (0 if lab == 1 else 1)
+    # a truncated record is refused, naming the file
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(records[0].tobytes()[:-1])
+    with pytest.raises(ValueError, match="bad.bin.*3073-byte record"):
+        read_cifar_bin(bad)
+
+
+def test_cifar_unpickler_refuses_os_system_and_keeps_plain_containers(tmp_path):
+    import os
+
+    class Shell:
+        def __reduce__(self):
+            return (os.system, ("echo pwned > " + str(tmp_path / "pwned"),))
+
+    (tmp_path / "data_batch_1").write_bytes(
+        pickle.dumps({b"data": Shell(), b"labels": [0]}, protocol=2))
+    with pytest.raises(ValueError, match="(posix|nt|os).system is not allowed"):
+        read_cifar_batch(tmp_path / "data_batch_1")
+    assert not (tmp_path / "pwned").exists()
+    # a batch made of plain dicts, lists, bytes and a numpy array (any protocol) is accepted
+    for proto in (2, 4, 5):
+        batch = {b"data": np.arange(2 * 3072, dtype=np.uint8).reshape(2, 3072) % 251,
+                 b"labels": [1, 0], b"batch_label": b"testing", b"filenames": [b"a", b"b"]}
+        (tmp_path / "ok").write_bytes(pickle.dumps(batch, protocol=proto))
+        X, y = read_cifar_batch(tmp_path / "ok")
+        assert np.array_equal(X, batch[b"data"]) and y.tolist() == [1, 0]
+
+
+def test_missing_cifar_message_names_both_versions(tmp_path):
+    with pytest.raises(DatasetNotFound) as info:
+        find_dataset("cifar10", tmp_path)
+    msg = str(info.value)
+    for expected in (str(tmp_path / "cifar-10-batches-py"), str(tmp_path / "cifar-10-batches-bin"),
+                     "data_batch_1..5", "test_batch", "data_batch_1.bin", "test_batch.bin"):
+        assert expected in msg, expected

@@ -5,8 +5,13 @@ Each batch file (``data_batch_1`` .. ``data_batch_5``, ``test_batch``) is a pick
 32x32 image in row-major order, and ``b"labels"``: 10000 integers in 0..9
 (Krizhevsky 2009, https://www.cs.toronto.edu/~kriz/cifar.html).
 
+The "binary version" (``cifar-10-batches-bin``: ``data_batch_1.bin`` .. ``data_batch_5.bin``,
+``test_batch.bin``) stores each image as 3073 bytes: the label (0..9), then the same 3072
+channel-major pixels; :func:`read_cifar_bin` reads it without pickle.
+
 Pickle can run arbitrary code, so batches are read with an unpickler that only admits the
-few numpy constructors an array needs; anything else is refused with a ValueError.
+few numpy constructors an array needs (plain dicts, lists, bytes and numbers need no global);
+anything else, e.g. a reference to ``os.system``, is refused with a ValueError.
 
 Example
 -------
@@ -28,13 +33,16 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CIFAR10_CLASSES", "CIFAR10_TEST", "CIFAR10_TRAIN", "read_cifar_batch",
-           "read_cifar_batches"]
+__all__ = ["CIFAR10_BIN_TEST", "CIFAR10_BIN_TRAIN", "CIFAR10_CLASSES", "CIFAR10_TEST",
+           "CIFAR10_TRAIN", "read_cifar_batch", "read_cifar_batches", "read_cifar_bin"]
 
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
                    "ship", "truck")
 CIFAR10_TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))
 CIFAR10_TEST = ("test_batch",)
+CIFAR10_BIN_TRAIN = tuple(f"data_batch_{i}.bin" for i in range(1, 6))
+CIFAR10_BIN_TEST = ("test_batch.bin",)
+_RECORD = 1 + 3072  # label byte + 32 x 32 x 3 pixels
 
 # Globals that pickled numpy arrays refer to, across numpy 1.x / 2.x and pickle protocols 2-5.
 _ALLOWED = {
@@ -77,7 +85,23 @@ def read_cifar_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
+def read_cifar_bin(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """(X, y) of one binary batch (records of 1 label byte + 3072 pixel bytes)."""
+    path = Path(path)
+    raw = np.fromfile(path, dtype=np.uint8)
+    if raw.size == 0 or raw.size % _RECORD:
+        raise ValueError(f"{path}: not a CIFAR-10 binary batch ({raw.size} bytes is not a "
+                         f"positive multiple of the {_RECORD}-byte record)")
+    rec = raw.reshape(-1, _RECORD)
+    y = rec[:, 0].astype(np.int64)
+    if y.max() > 9:
+        raise ValueError(f"{path}: not a CIFAR-10 binary batch (label {int(y.max())} > 9)")
+    return np.ascontiguousarray(rec[:, 1:]), y
+
+
 def read_cifar_batches(folder: str | Path, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenate the named batches of ``folder`` (e.g. ``CIFAR10_TRAIN``)."""
-    parts = [read_cifar_batch(Path(folder) / n) for n in names]
+    """Concatenate the named batches of ``folder`` (e.g. ``CIFAR10_TRAIN``); names ending in
+    ``.bin`` are read as binary batches, the others as python pickles."""
+    parts = [(read_cifar_bin if n.endswith(".bin") else read_cifar_batch)(Path(folder) / n)
+             for n in names]
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])

@@ -6,7 +6,9 @@
 * ``fashion-mnist``: the IDX files of Debian's ``dataset-fashion-mnist`` package
   (/usr/share/datasets/fashion-mnist), d = 784;
 * ``mnist``: the four standard IDX files (gzip or raw) in a folder you give, d = 784;
-* ``cifar10``: the ``cifar-10-batches-py`` pickle batches in a folder you give, d = 3072.
+* ``cifar10``: the ``cifar-10-batches-py`` pickle batches (or the ``cifar-10-batches-bin``
+  binary batches) in a folder you give, d = 3072; the paper's two classes are airplane (0)
+  and automobile (1).
 
 Protocol of Arora et al. 2019 (App. A): keep two classes, the first -> +1 and the second -> -1
 (default: the first two classes, 0 and 1); subsample n_train / n_test points uniformly at random
@@ -36,7 +38,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lazylab.data.cifar import CIFAR10_CLASSES, CIFAR10_TEST, CIFAR10_TRAIN, read_cifar_batches
+from lazylab.data.cifar import (
+    CIFAR10_BIN_TEST,
+    CIFAR10_BIN_TRAIN,
+    CIFAR10_CLASSES,
+    CIFAR10_TEST,
+    CIFAR10_TRAIN,
+    read_cifar_batches,
+)
 from lazylab.data.idx import read_idx
 from lazylab.errors import DataNotFound
 
@@ -54,12 +63,14 @@ _CLASS_NAMES = {"fashion-mnist": FASHION_CLASSES, "cifar10": CIFAR10_CLASSES}
 _SUBDIRS = {
     "fashion-mnist": ("fashion-mnist", "FashionMNIST/raw", "fashion_mnist"),
     "mnist": ("mnist", "MNIST/raw"),
-    "cifar10": ("cifar-10-batches-py", "cifar10/cifar-10-batches-py", "cifar10"),
+    "cifar10": ("cifar-10-batches-py", "cifar10/cifar-10-batches-py", "cifar10",
+                "cifar-10-batches-bin", "cifar10/cifar-10-batches-bin"),
 }
 _SYSTEM = {
     "fashion-mnist": ("/usr/share/datasets/fashion-mnist",),
     "mnist": ("/usr/share/datasets/mnist",),
-    "cifar10": ("/usr/share/datasets/cifar10/cifar-10-batches-py",),
+    "cifar10": ("/usr/share/datasets/cifar10/cifar-10-batches-py",
+                "/usr/share/datasets/cifar10/cifar-10-batches-bin"),
 }
 _IDX_STEMS = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
               "t10k-labels-idx1-ubyte")
@@ -71,7 +82,9 @@ _HOW_TO_GET = {
              + ", ".join(s + ".gz" for s in _IDX_STEMS) + ", gzip or not) into a folder "
              "yourself",
     "cifar10": "download and unpack the CIFAR-10 python version (cifar-10-python.tar.gz, "
-               "giving cifar-10-batches-py/data_batch_1..5 and test_batch) yourself",
+               "giving cifar-10-batches-py/data_batch_1..5 and test_batch) or the binary "
+               "version (cifar-10-binary.tar.gz, giving cifar-10-batches-bin/"
+               "data_batch_1.bin..data_batch_5.bin and test_batch.bin) yourself",
 }
 
 
@@ -105,11 +118,19 @@ def _idx_file(folder: Path, stem: str) -> Path | None:
     return None
 
 
+def _cifar_names(folder: Path) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(train, test) batch names of the python (preferred) or binary version in ``folder``."""
+    for train, test in ((CIFAR10_TRAIN, CIFAR10_TEST), (CIFAR10_BIN_TRAIN, CIFAR10_BIN_TEST)):
+        if all((folder / f).is_file() for f in train + test):
+            return train, test
+    return None
+
+
 def _complete(name: str, folder: Path) -> bool:
     if not folder.is_dir():
         return False
     if name == "cifar10":
-        return all((folder / f).is_file() for f in CIFAR10_TRAIN + CIFAR10_TEST)
+        return _cifar_names(folder) is not None
     return all(_idx_file(folder, s) is not None for s in _IDX_STEMS)
 
 
@@ -133,8 +154,11 @@ def _check_name(name: str) -> None:
 @lru_cache(maxsize=2)
 def _load_raw_cached(name: str, folder: str) -> tuple[np.ndarray, ...]:
     if name == "cifar10":
-        Xtr, ytr = read_cifar_batches(folder, CIFAR10_TRAIN)
-        Xte, yte = read_cifar_batches(folder, CIFAR10_TEST)
+        names = _cifar_names(Path(folder))
+        if names is None:  # removed since find_dataset saw it
+            raise DatasetNotFound(f"data set 'cifar10': the batches in {folder} are gone")
+        Xtr, ytr = read_cifar_batches(folder, names[0])
+        Xte, yte = read_cifar_batches(folder, names[1])
     else:
         f = Path(folder)
         Xtr, ytr, Xte, yte = (read_idx(_idx_file(f, s)) for s in _IDX_STEMS)
