@@ -70,16 +70,26 @@ def test_spectrum_quick_claims_hold_and_fail_when_tilted():
 
 
 # ----------------------------------------------------------------------------- regularizer
-def _reg_table(p, *, best=0.15, lam0=0.45, fq=0.3, fl=0.55, ntk=None, train=1e-4, r3_best=1e-3,
-               r3_0=0.3, move_best=3.0, move_fl=1.0) -> Results:
+def _reg_table(p, *, best=0.15, lam0=0.5, fq=0.3, fl=0.55, ntk=None, train=1e-4, r3_best=1e-3,
+               r3_0=0.3, move_best=3.0, move_fl=1.0, plateau=1.05) -> Results:
+    """Final values at x_end, plus two early logged points of lambda3 = 0 whose train loss
+    crosses the level ||P_>1 f*||^2 halfway between them, with test loss ``plateau`` x level
+    there."""
     exp = get_experiment("nichani-regularizer")
     th = exp.theory(p)
     ntk = th[-1]["value"] if ntk is None else ntk
+    level = th[0]["value"]
+    assert th[0]["method"] == reg.LEVEL
     x = math.log(p.lr * p.steps) / math.log(p.d)
     rows = []
     for s, eps in enumerate((-0.01, 0.01)):
-        def add(meth, metric, v, s=s, **f):
+        def add(meth, metric, v, s=s, x=x, **f):
             rows.append({**row(meth, reg.X_NAME, x, metric, v, **f), "seed": s})
+        for xe, tr, te in ((0.8, level + 0.1, plateau * level + 0.02),
+                           (1.0, level - 0.1, plateau * level - 0.02)):
+            add(reg.LQ, "train_loss", tr, x=xe)
+            add(reg.LQ, "test_loss", te + eps, x=xe)
+            add(reg.LQ, "test_loss_se", 0.01, x=xe)
         for lam in p.lam3:
             meth, f = (reg.LQ, {}) if lam == 0 else (reg.LQR, {"lam3": lam})
             test = lam0 if lam == 0 else (best if lam == 1.0 else best + 0.1)
@@ -110,6 +120,31 @@ def test_regularizer_claims_hold_and_each_fails_when_tilted():
     assert _claims(exp, p, _reg_table(p, fq=0.14))["ordering"].failed
     assert _claims(exp, p, _reg_table(p, fl=0.25))["ordering"].failed
     assert _claims(exp, p, _reg_table(p, move_best=1.5))["far-from-lazy"].failed
+    # lambda3 = 0 ending far below (f_Q learned the degree-2 part) or above the level fails
+    assert _claims(exp, p, _reg_table(p, lam0=0.25))["ntk-level"].failed
+    assert _claims(exp, p, _reg_table(p, lam0=0.85))["ntk-level"].failed
+    # a test loss at the crossing far from the level fails, in either direction
+    assert _claims(exp, p, _reg_table(p, plateau=1.4))["plateau"].failed
+    assert _claims(exp, p, _reg_table(p, plateau=0.6))["plateau"].failed
+
+
+def test_plateau_is_read_at_the_train_loss_crossing():
+    exp = get_experiment("nichani-regularizer")
+    p = exp.resolve("quick")
+    res = _reg_table(p, plateau=1.1)
+    level = exp.theory(p)[0]["value"]
+    pts = reg.plateau_points(res, reg.LQ, level)
+    # halfway between x = 0.8 and 1.0 the train loss equals the level; the test loss there is
+    # the mean of its two neighbours
+    for s, eps in enumerate((-0.01, 0.01)):
+        x1, te, se = pts[s]
+        assert abs(x1 - 0.9) < 1e-12 and abs(te - (1.1 * level + eps)) < 1e-12 and se == 0.01
+    # a run whose train loss never reaches the level has no plateau: the claim fails
+    high = Results([r for r in res.rows if not (r["method"] == reg.LQ and r["x"] == 1.0)
+                    and not (r["method"] == reg.LQ and r["metric"] == "train_loss"
+                             and r["x"] > 1.0)])
+    c = _claims(exp, p, high)["plateau"]
+    assert c.failed and math.isnan(c.measured)
 
 
 # ----------------------------------------------------------------------------- MLP scaling

@@ -1,4 +1,4 @@
-"""nichani-regularizer: Fig. 1 of Nichani, Bai & Lee (2022) (spec C7, C10, C11, C16).
+"""nichani-regularizer: Fig. 1 of Nichani, Bai & Lee (2022) (spec C7, C10, C11, C12, C16).
 
 f_L + f_Q of the symmetric-init sigmoid(z - 1) network is trained by full-batch GD on the square
 loss plus lambda3 R3 (the empirical R3 from the top n_k singular directions of the training
@@ -11,12 +11,15 @@ All lambda3 values and the two baselines of one seed train as one batched comput
 (:func:`lazylab.train.nichani.train_taylor`).
 
 Rows: for every logged step t, x = log_d(eta t) (the paper plots log_d t at eta = 1), metrics
-``train_loss``, ``test_loss``, ``R3`` and ``max_row`` (max_r ||w_r||); lambda3 = 0 is the method
+``train_loss``, ``test_loss``, ``test_loss_se`` (the test set's Monte Carlo SE), ``R3`` and
+``max_row`` (max_r ||w_r||); lambda3 = 0 is the method
 ``f_L+f_Q`` and lambda3 > 0 the method ``f_L+f_Q+R3`` with facet ``lam3``. Theory rows: the NTK
 level ||P_{>1} f*||^2 (test error of a kernel method that learns exactly the degree <= 1 part)
 and the eigenlearning prediction of the NTK ridgeless test error on n samples
 (:func:`lazylab.theory.nichani.ridgeless_risk`), both from the exact spherical-harmonic spectrum
-(no fitted number).
+(no fitted number). The claims ``ntk-level`` (lambda3 = 0 ends near ||P_{>1} f*||^2) and
+``plateau`` (its test loss when its train loss first reaches that level, C12) compare with the
+level under the same 12% finite-n / finite-m allowance as ``ntk-ridgeless``.
 
 Quick scale: d = 20, n = 89, m = 2000, eta = 2 (twice the paper's step; the largest stable step
 is ~ n / lambda_max(K) > 10) for 8000 steps, i.e. log_d(eta t) up to 3.23; lambda3 grid
@@ -109,7 +112,7 @@ class RegularizerParams(ExperimentParams):
 class Regularizer(Experiment):
     id = "nichani-regularizer"
     paper = PAPER
-    figure = "Fig. 1 (spec C7, C10, C11, C16)"
+    figure = "Fig. 1 (spec C7, C10, C11, C12, C16)"
     summary = ("f_L + f_Q trained with R3 for a sweep of lambda3: train loss, test loss and R3 "
                "vs log_d t; baselines NTK ridgeless, f_L only, f_Q only")
     Params = RegularizerParams
@@ -124,6 +127,14 @@ class Regularizer(Experiment):
         "interpolation": "every lambda3 reaches near-zero training loss (<= 2% of E y^2)",
         "ntk-ridgeless": "NTK ridgeless regression stays at the NTK level: its test loss "
                          "matches the harmonic (eigenlearning) prediction, ~||P_>1 f*||^2",
+        "ntk-level": "lambda3 = 0 ends near the NTK level ||P_>1 f*||^2 (a theory line from "
+                     "the harmonics; paper Sec. 5: 'when lambda3 is zero or very small, the "
+                     "model struggles to learn the entire signal, and test error plateaus near "
+                     "0.6')",
+        "plateau": "before overfitting, the test loss plateaus near the low-degree level "
+                   "||P_>1 f*||^2: lambda3 = 0's test loss when its train loss first reaches "
+                   "that level (the degree <= 1 part is learned first, spec C12; the paper's "
+                   "Fig. 1 test pane plateaus at ~0.72 for log_d t in [0.7, 1.5])",
         "escape": "the best lambda3 > 0 lowers the lambda3 = 0 test loss by >= 25% while "
                   "keeping R3 <= 1/4 of the unregularized R3",
         "ordering": "test loss: f_L + f_Q + R3 (best lambda3) < f_Q only < f_L only",
@@ -195,19 +206,12 @@ class Regularizer(Experiment):
                 continue
             x = math.log(p.lr * t) / logd
             for b, (meth, facets) in enumerate(names):
-                for metric in ("train_loss", "test_loss", "max_row"):
+                # test_loss_se: the test set's Monte Carlo SE of test_loss at this step
+                for metric in ("train_loss", "test_loss", "test_loss_se", "max_row"):
                     out.append(row(meth, X_NAME, x, metric, run.metrics[metric][i, b], **facets))
                 if b < B:
                     out.append(row(meth, X_NAME, x, "R3", run.metrics["R3"][i, b], **facets))
-        # Monte Carlo SE of each final test loss (std of the per-point squared error / sqrt(N))
         x_end = math.log(p.lr * p.steps) / logd
-        W = run.W
-        f_te = te.f_L(W) * torch.tensor([1.0] * (B + 1) + [0.0], device=device).unsqueeze(1)
-        f_te = f_te + te.f_Q(W) * torch.tensor([1.0] * B + [0.0, 1.0], device=device).unsqueeze(1)
-        e2 = (f_te - yt) ** 2
-        se = (e2.std(dim=1) / math.sqrt(p.n_test)).cpu().numpy()
-        for b, (meth, facets) in enumerate(names):
-            out.append(row(meth, X_NAME, x_end, "test_loss_se", se[b], **facets))
         # NTK ridgeless with the finite-width Gram matrix (float64 solve)
         K = tr.gram().double()
         alpha = kernel_ridge(K, y.double())
@@ -269,6 +273,39 @@ class Regularizer(Experiment):
                         f"{NTK_BIAS:.0%} for the O(n^-1/2) corrections to the deterministic "
                         "equivalent and the O(m^-1/2) finite-width kernel",
             details={"seeds": k}))
+        # lambda3 = 0 ends at the NTK level (the harmonic theory line, not fitted)
+        lv = results.series(LEVEL, "test_loss", kind="theory")
+        level = float(lv.mean[-1]) if len(lv.x) else math.nan
+        bias_model = (f"plus {NTK_BIAS:.0%} of the level for the O(n^-1/2) corrections to the "
+                      "deterministic equivalent and the O(m^-1/2) finite-width kernel (the "
+                      "ntk-ridgeless allowance, fixed before these runs); two-sided")
+        mu_lv, se_lv, k_lv = final_stats(results, LQ, "test_loss", "test_loss_se")
+        out.append(match_claim(
+            "ntk-level", st["ntk-level"], mu_lv, level, se_lv, bias=NTK_BIAS * level,
+            error_model="final test loss of the lambda3 = 0 (f_L + f_Q) run, mean over seeds; "
+                        "SE the larger of the seed SEM and the test-set Monte Carlo SE, K_SE = "
+                        f"{K_SE:g}; " + bias_model,
+            details={"seeds": k_lv}))
+        # plateau: the test loss when the train loss first reaches the low-degree level
+        pts = plateau_points(results, LQ, level)
+        vals = [v for v in pts.values() if math.isfinite(v[1])]
+        if pts and len(vals) == len(pts):
+            tests = np.array([v[1] for v in vals])
+            mc = math.sqrt(float(np.mean(np.square([v[2] for v in vals]))) / len(vals))
+            sem = float(tests.std(ddof=1) / math.sqrt(len(vals))) if len(vals) > 1 else 0.0
+            out.append(match_claim(
+                "plateau", st["plateau"], float(tests.mean()), level, max(sem, mc),
+                bias=NTK_BIAS * level, error_model=PLATEAU_DEF + f"; K_SE = {K_SE:g}; "
+                + bias_model,
+                details={"seeds": len(vals), "level": level,
+                         "per_seed": {str(s): {"x": v[0], "test": v[1], "se": v[2]}
+                                      for s, v in pts.items()}}))
+        else:
+            out.append(Claim.verdict(
+                "plateau", st["plateau"], False, math.nan, level, NTK_BIAS * level,
+                error_model=PLATEAU_DEF,
+                details={"reason": "the lambda3 = 0 train loss never reached the level in "
+                                   "some seed (or no rows)", "seeds": len(pts)}))
         # escape: best lambda3 vs lambda3 = 0 (paired over seeds: same data and init)
         lam_b, mu_b, se_b = self._best(p, results)
         best = (LQR, {"lam3": lam_b})
@@ -355,6 +392,11 @@ class Regularizer(Experiment):
                 if len(lv.x):
                     ax.plot(lv.x, lv.mean, color="0.5", linestyle="--",
                             label=r"$\|P_{>1} f^*\|^2$")
+                    pts = [v for v in plateau_points(results, LQ, float(lv.mean[-1])).values()
+                           if math.isfinite(v[1])]
+                    if pts:
+                        ax.plot([v[0] for v in pts], [v[1] for v in pts], "D", color="C3",
+                                label="plateau (train loss = level)")
             ax.set_xlabel(r"$\log_d(\eta t)$")
             ax.set_ylabel(ylabel)
             ax.spines["top"].set_visible(False)
@@ -366,6 +408,47 @@ class Regularizer(Experiment):
                      f"{p.inputs} inputs", fontsize=10)
         fig.tight_layout()
         return fig
+
+
+PLATEAU_DEF = (
+    "definition (fixed before the runs): per seed, t1 = the first time the lambda3 = 0 "
+    "(f_L + f_Q) train loss is <= L = ||P_>1 f*||^2, the training error left once exactly the "
+    "degree <= 1 part is fitted (any later decrease fits the degree-2 part: by interpolation "
+    "through V2 for the NTK); linear interpolation in log_d(eta t) between logged steps; the "
+    "plateau is the test loss at t1, mean over seeds. SE: the larger of the seed SEM and the "
+    "test-set Monte Carlo SE at t1 (root mean square over seeds / sqrt(seeds))")
+
+
+def plateau_points(results: Results, method: str, level: float,
+                   **filters) -> dict[Any, tuple[float, float, float]]:
+    """{seed: (x1, test(x1), test SE(x1))} at the first x where ``train_loss`` <= ``level``.
+
+    Linear interpolation in x between the two logged points around the crossing (the first
+    logged point if the train loss starts below ``level``); nan values if it never does.
+    """
+    by: dict[Any, dict[str, dict[float, float]]] = {}
+    for metric in ("train_loss", "test_loss", "test_loss_se"):
+        for r in results.select(method=method, metric=metric, kind="simulation", **filters):
+            by.setdefault(r.get("seed"), {}).setdefault(metric, {})[float(r["x"])] = \
+                float(r["value"])
+    out: dict[Any, tuple[float, float, float]] = {}
+    for seed, m in by.items():
+        xs = sorted(m.get("train_loss", {}))
+        tr = [m["train_loss"][x] for x in xs]
+        te = [m.get("test_loss", {}).get(x, math.nan) for x in xs]
+        se = [m.get("test_loss_se", {}).get(x, math.nan) for x in xs]
+        out[seed] = (math.nan, math.nan, math.nan)
+        for i, v in enumerate(tr):
+            if v <= level:
+                if i == 0:
+                    out[seed] = (xs[0], te[0], se[0])
+                else:
+                    f = (tr[i - 1] - level) / (tr[i - 1] - v) if tr[i - 1] > v else 1.0
+                    out[seed] = tuple(a + f * (b - a) for a, b in  # type: ignore[assignment]
+                                      ((xs[i - 1], xs[i]), (te[i - 1], te[i]),
+                                       (se[i - 1], se[i])))
+                break
+    return out
 
 
 def _lam_colors(p: RegularizerParams) -> dict[float, Any]:

@@ -126,8 +126,9 @@ def train_taylor(train: TaylorFeatures, y: torch.Tensor, *, steps: int, lr: floa
 
     Returns
     -------
-    TaylorRun with metrics ``train_loss``, ``test_loss``, ``R3``, ``fro`` (||W||_F) and
-    ``max_row`` (max_r ||w_r||), each (len(log_steps), B).
+    TaylorRun with metrics ``train_loss``, ``test_loss``, ``test_loss_se`` (the test set's
+    Monte Carlo SE of the test loss: std over test points of (f - y)^2 / sqrt(n_test)),
+    ``R3``, ``fro`` (||W||_F) and ``max_row`` (max_r ||w_r||), each (len(log_steps), B).
     """
     if int(steps) != steps or steps < 0:
         raise ValueError(f"steps must be an integer >= 0; got {steps!r}")
@@ -147,7 +148,8 @@ def train_taylor(train: TaylorFeatures, y: torch.Tensor, *, steps: int, lr: floa
     logs = sorted({int(s) for s in log_steps if 0 <= int(s) <= steps})
     log_set = set(logs)
     out: dict[str, list[np.ndarray]] = {k: [] for k in
-                                        ("train_loss", "test_loss", "R3", "fro", "max_row")}
+                                        ("train_loss", "test_loss", "test_loss_se", "R3",
+                                         "fro", "max_row")}
     noise_scale = noise_std / (m * d) ** 0.5
     work: dict[str, torch.Tensor] = {}
     for t in range(int(steps) + 1):
@@ -163,7 +165,9 @@ def train_taylor(train: TaylorFeatures, y: torch.Tensor, *, steps: int, lr: floa
             out["fro"].append(W.pow(2).sum((-1, -2)).sqrt().cpu().numpy())
             out["max_row"].append(W.pow(2).sum(-1).amax(-1).sqrt().cpu().numpy())
             if test is not None and y_test is not None:
-                out["test_loss"].append(_loss(test, W, y_test, ml, mq).cpu().numpy())
+                te_loss, te_se = _loss(test, W, y_test, ml, mq)
+                out["test_loss"].append(te_loss.cpu().numpy())
+                out["test_loss_se"].append(te_se.cpu().numpy())
         if t == steps:
             break
         if noise_std > 0:
@@ -175,6 +179,9 @@ def train_taylor(train: TaylorFeatures, y: torch.Tensor, *, steps: int, lr: floa
 
 
 def _loss(feats: TaylorFeatures, W: torch.Tensor, y: torch.Tensor, ml: torch.Tensor,
-          mq: torch.Tensor) -> torch.Tensor:
+          mq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean of e = (f - y)^2 over the points, its Monte Carlo SE std(e) / sqrt(N)), (B,)."""
     f = ml * feats.f_L(W) + mq * feats.f_Q(W)
-    return ((f - y.to(W.dtype)) ** 2).mean(-1)
+    e2 = (f - y.to(W.dtype)) ** 2
+    se = e2.std(-1) / e2.shape[-1] ** 0.5 if e2.shape[-1] > 1 else torch.zeros_like(e2[..., 0])
+    return e2.mean(-1), se
