@@ -46,7 +46,7 @@ def run(exp_id: str, overrides: dict, seeds: int = 1, scale: str = "quick"):
 def verdicts(exp_id: str, p, res: Results) -> dict:
     exp = REGISTRY[exp_id]
     claims = {c.id: c for c in exp.claims(p, res)}
-    assert set(claims) == set(exp.claim_statements)
+    assert set(claims) == set(exp.statements(p))
     for c in claims.values():
         assert c.status in ("held", "failed", "not_applicable")
         if c.status != "not_applicable":
@@ -324,3 +324,129 @@ def test_fashion_mnist_spectrum():
     p, res, claims = run("arora-spectrum", {"dataset": "fashion-mnist", "n_train": 120})
     assert claims["alignment"].held
     assert "stand-in" in C.dataset_title(p)
+
+
+# ----------------------------------------------------------------------------- CIFAR-10 panel
+
+def _paper_data(folder: Path, *, mnist: bool = True, cifar: bool = True) -> Path:
+    """Tiny MNIST (IDX, gzip) and CIFAR-10 (python pickle batches) written in the real formats;
+    the images are noise, so only the plumbing is tested, not the claims."""
+    import pickle
+
+    import numpy as np
+
+    from lazylab.data.idx import write_idx
+
+    rng = np.random.default_rng(0)
+    folder.mkdir(parents=True, exist_ok=True)
+    if mnist:
+        for stem, n in (("train", 40), ("t10k", 20)):
+            write_idx(folder / f"{stem}-images-idx3-ubyte.gz",
+                      rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+            write_idx(folder / f"{stem}-labels-idx1-ubyte.gz", (np.arange(n) % 2).astype(np.uint8))
+    if cifar:
+        c = folder / "cifar-10-batches-py"
+        c.mkdir(parents=True)
+        for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+            batch = {b"data": rng.integers(0, 256, (9, 3072), dtype=np.uint8),
+                     b"labels": [i % 3 for i in range(9)]}
+            (c / name).write_bytes(pickle.dumps(batch, protocol=2))
+    return folder
+
+
+def test_paper_scale_resolves_the_cifar_panel_and_the_stand_in(tmp_path, monkeypatch):
+    monkeypatch.delenv("LAZYLAB_DATA", raising=False)
+    both = _paper_data(tmp_path / "both")
+    only_mnist = _paper_data(tmp_path / "mnist", cifar=False)
+    for exp_id in ("arora-convergence", "arora-spectrum", "arora-complexity"):
+        exp = REGISTRY[exp_id]
+        p = exp.resolve("paper", {"data_root": str(both)})
+        assert (p.dataset, p.cifar_panel, p.stand_in_for) == ("mnist", "yes", "none")
+        assert exp.resolve("paper", {"data_root": str(only_mnist)}).cifar_panel == "no"
+        q = exp.resolve("quick")
+        assert q.cifar_panel == "no" and "panel" not in exp.units(q)[0]
+        if FASHION.is_dir() and not Path("/usr/share/datasets/mnist").is_dir():
+            r = exp.resolve("paper", {"data_root": str(tmp_path / "none")})
+            assert (r.dataset, r.stand_in_for) == ("fashion-mnist", "mnist")
+            assert "stand-in for the paper's MNIST" in C.dataset_title(r)
+    with pytest.raises(ValidationError, match="stand_in_for"):
+        REGISTRY["arora-spectrum"].resolve("quick", {"dataset": "mnist", "stand_in_for": "mnist"})
+
+
+def test_cifar_panel_without_cifar_files_exits_2_naming_the_parameter(tmp_path, monkeypatch):
+    monkeypatch.delenv("LAZYLAB_DATA", raising=False)
+    root = _paper_data(tmp_path, cifar=False)
+    exp = REGISTRY["arora-spectrum"]
+    p = exp.resolve("quick", {"dataset": "mnist", "data_root": str(root), "n_train": 16,
+                              "n_test": 8, "cifar_panel": "yes"})
+    with pytest.raises(DataNotFound, match="--set cifar_panel=yes: data set 'cifar10' not "
+                                           "found") as info:
+        exp.validate(p)
+    assert info.value.exit_code == 2 and "cifar-10-batches-py" in str(info.value)
+
+
+def test_cli_missing_data_set_is_one_line_and_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "lazylab", "reproduce", "arora-spectrum", "--set",
+           "dataset=cifar10", "--set", f"data_root={tmp_path / 'nothing'}", "--out",
+           str(tmp_path / "out"), "--threads", "1"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                         env={**__import__("os").environ, "LAZYLAB_DATA": ""})
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+    msg = out.stderr + out.stdout
+    assert "data set 'cifar10' not found" in msg and str(tmp_path / "nothing") in msg
+    assert "data_batch_1..5" in msg
+
+
+@pytest.mark.parametrize("exp_id, extra", [
+    ("arora-spectrum", {}),
+    ("arora-complexity", {"width": 200, "log_points": 5, "mc_draws": 4,
+                          "fractions": [0.0, 0.5, 1.0]}),
+])
+def test_cifar_panel_runs_both_data_sets_with_separate_claims(tmp_path, monkeypatch, exp_id,
+                                                              extra):
+    monkeypatch.delenv("LAZYLAB_DATA", raising=False)
+    root = _paper_data(tmp_path)
+    p, res, claims = run(exp_id, {"dataset": "mnist", "data_root": str(root), "n_train": 16,
+                                  "n_test": 6, "cifar_panel": "yes", **extra})
+    exp = REGISTRY[exp_id]
+    single = exp.statements(p.model_copy(update={"cifar_panel": "no"}))
+    assert set(claims) == set(single) | {c + "-cifar10" for c in single}
+    assert all(claims[c + "-cifar10"].statement.startswith("CIFAR-10 panel: ") for c in single)
+    # every row belongs to one panel; the CIFAR panel is d = 3072 data, not a copy of MNIST's
+    assert {r["panel"] for r in res.rows} == {"mnist", "cifar10"}
+    units = exp.units(p)
+    assert sorted({u["panel"] for u in units}) == ["cifar10", "mnist"] and len(units) % 2 == 0
+    fig = exp.plot(p, res)
+    titles = " ".join(t.get_text() for sub in fig.subfigs for ax in sub.axes
+                      for t in (ax.title,)) + " ".join(
+                          sub._suptitle.get_text() for sub in fig.subfigs if sub._suptitle)
+    assert "MNIST 0 vs 1" in titles and "CIFAR-10 airplane vs automobile" in titles
+    # each panel's claims read only its own rows: a claim recomputed from the CIFAR rows alone
+    # (as a single-panel run) equals the panel's claim
+    q = p.model_copy(update={"dataset": "cifar10", "cifar_panel": "no"})
+    alone = {c.id: c for c in exp.claims(q, Results([r for r in res.rows
+                                                     if r["panel"] == "cifar10"]))}
+    for cid, c in alone.items():
+        got = claims[cid + "-cifar10"]
+        assert got.status == c.status and (got.measured == c.measured
+                                           or math.isnan(got.measured) and math.isnan(c.measured))
+
+
+def test_cifar_panel_tilt_fails_only_the_cifar_claim(tmp_path, monkeypatch):
+    monkeypatch.delenv("LAZYLAB_DATA", raising=False)
+    root = _paper_data(tmp_path)
+    p, res, claims = run("arora-spectrum", {"dataset": "mnist", "data_root": str(root),
+                                            "n_train": 16, "n_test": 6, "cifar_panel": "yes"})
+    exp = REGISTRY["arora-spectrum"]
+    # make the true labels perfectly aligned (share 1) on both panels: alignment holds on both
+    aligned = replace(res, lambda r: 1.0, method="true labels", metric="top_share")
+    got = {c.id: c for c in exp.claims(p, aligned)}
+    assert got["alignment"].held and got["alignment-cifar10"].held
+    # then tilt only the CIFAR panel's true-label share down to the random labels' level
+    tilted = tilt(aligned, 0.0, method="true labels", metric="top_share", panel="cifar10")
+    got = {c.id: c for c in exp.claims(p, tilted)}
+    assert got["alignment"].held and got["alignment-cifar10"].failed

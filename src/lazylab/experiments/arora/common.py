@@ -49,6 +49,7 @@ import torch
 from pydantic import Field, field_validator, model_validator
 
 from lazylab.data import DatasetNotFound, find_dataset, load_dataset, sphere
+from lazylab.data.cifar import CIFAR10_CLASSES
 from lazylab.errors import DataNotFound, InputError
 from lazylab.experiments.base import ExperimentParams
 from lazylab.experiments.toolkit import sub_generator
@@ -94,6 +95,10 @@ class DataParams(ExperimentParams):
                          "(see the module docstring)")
     data_seed: int = Field(0, ge=0, description="seed of the train/test subsample and of the "
                            "random / corrupted labels (shared by every work unit)")
+    stand_in_for: Literal["none", "mnist"] = Field(
+        "none", description="informational, set when dataset=auto resolves: mnist when "
+        "Fashion-MNIST stands in for the paper's MNIST (not found), recorded in config.json "
+        "and named in the figure; none when the paper's data set is used")
 
     @field_validator("classes")
     @classmethod
@@ -101,6 +106,13 @@ class DataParams(ExperimentParams):
         if any(not 0 <= c <= 9 for c in v) or v[0] == v[1]:
             raise ValueError(f"classes must be two distinct labels in 0..9; got {v}")
         return v
+
+    @model_validator(mode="after")
+    def _stand_in(self) -> DataParams:
+        if self.stand_in_for == "mnist" and self.dataset not in ("fashion-mnist", "digits"):
+            raise ValueError(f"stand_in_for=mnist names the stand-in for MNIST; allowed only "
+                             f"with dataset fashion-mnist or digits, got {self.dataset}")
+        return self
 
 
 class NetParams(DataParams):
@@ -186,22 +198,25 @@ def dataset_title(p: DataParams) -> str:
         return f"Fashion-MNIST {a} vs {b} (stand-in for the paper's MNIST)"
     if p.dataset == "digits":
         return f"sklearn digits {a} vs {b} (stand-in for the paper's MNIST)"
-    names = {"mnist": "MNIST", "cifar10": "CIFAR-10", "sphere": "uniform sphere"}
+    if p.dataset == "cifar10":
+        return f"CIFAR-10 {CIFAR10_CLASSES[a]} vs {CIFAR10_CLASSES[b]}"
+    names = {"mnist": "MNIST", "sphere": "uniform sphere"}
     return f"{names.get(p.dataset, p.dataset)} {a} vs {b}"
 
 
 def resolve_dataset(p: DataParams) -> DataParams:
     """``dataset="auto"`` (the paper scale's value) made concrete: the paper's MNIST when
     ``data_root``, $LAZYLAB_DATA or /usr/share/datasets/mnist holds its four IDX files, else
-    Fashion-MNIST as the stand-in; the resolved name is what config.json and the figure show."""
+    Fashion-MNIST as the stand-in (``stand_in_for="mnist"``); the resolved name and the
+    stand-in note are what config.json (its params) and the figure title show."""
     if p.dataset != "auto":
         return p
     try:
         find_dataset("mnist", p.data_root)
-        name = "mnist"
+        name, stand_in = "mnist", "none"
     except DatasetNotFound:
-        name = "fashion-mnist"
-    return p.model_copy(update={"dataset": name})
+        name, stand_in = "fashion-mnist", "mnist"
+    return p.model_copy(update={"dataset": name, "stand_in_for": stand_in})
 
 
 def learning_rate(p: NetParams, spectrum: Spectrum) -> float:

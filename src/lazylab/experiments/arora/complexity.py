@@ -39,6 +39,7 @@ from lazylab.data import corrupt_labels
 from lazylab.experiments import register
 from lazylab.experiments.arora import common as C
 from lazylab.experiments.arora.lemma53 import lemma53_claim, spread_rows
+from lazylab.experiments.arora.panels import PanelParams, Panels
 from lazylab.experiments.base import Claim, Experiment, Results, row
 from lazylab.experiments.toolkit import match_claim, sub_generator
 from lazylab.theory.arora import (
@@ -85,8 +86,10 @@ def label_method(f: float) -> str:
     return f"labels p = {f:g}"
 
 
-class ComplexityParams(C.NetParams):
-    """Fig. 2; quick defaults: digits 0/1, n = 64 / 100, m = 2000, GD until Phi <= 1/2."""
+class ComplexityParams(C.NetParams, PanelParams):
+    """Fig. 2; quick defaults: digits 0/1, n = 64 / 100, m = 2000, GD until Phi <= 1/2 (one
+    panel); paper scale: MNIST (or Fashion-MNIST as its stand-in) and, when its files are
+    found, the CIFAR-10 panel."""
 
     n_train: int = Field(64, ge=2, le=60000, description="training points")
     width: int = Field(2000, ge=2, le=1_000_000, description="hidden units m (paper: 10^4)")
@@ -124,8 +127,9 @@ class ComplexityPrep:
     budget: int
 
 
-@register
-class Complexity(Experiment):
+class _ComplexityPanel(Experiment):
+    """One data set's panel; :class:`Complexity` adds the CIFAR-10 panel (Fig. 2, right)."""
+
     id = "arora-complexity"
     paper = "arora"
     figure = "Fig. 2"
@@ -134,7 +138,8 @@ class Complexity(Experiment):
     Params = ComplexityParams
     scales = {
         "quick": {},
-        "paper": {"dataset": "auto", "n_train": 10000, "n_test": 2000, "width": 10000,
+        "paper": {"dataset": "auto", "cifar_panel": "auto", "n_train": 10000,
+                  "n_test": 2000, "width": 10000,
                   "kappa": 0.01, "init": "gaussian", "lr": 1e-3, "steps": 50000,
                   "log_points": 60, "mc_draws": 4},
     }
@@ -335,8 +340,11 @@ class Complexity(Experiment):
                              details={"by label": points, "one_sided": True})
 
     # ---- figure ----------------------------------------------------------------------------
-    def plot(self, p: ComplexityParams, results: Results) -> Figure:
-        fig = Figure(figsize=(5.8, 4.2))
+    def figsize(self, p: ComplexityParams) -> tuple[float, float]:
+        return (5.8, 4.2)
+
+    def plot(self, p: ComplexityParams, results: Results, figure: Any = None) -> Figure:
+        fig = figure if figure is not None else Figure(figsize=self.figsize(p))
         ax = fig.add_subplot(1, 1, 1)
         ax2 = ax.twinx()
         for method, metric in CURVES.items():
@@ -366,8 +374,16 @@ class Complexity(Experiment):
         ax.set_title(f"{C.dataset_title(p)}\nn = {p.n_train}, m = {p.width}, "
                      f"{'symmetric' if p.init == 'symmetric' else 'Gaussian'} init, kappa = "
                      f"{p.kappa:g}{final}", fontsize=9)
-        fig.tight_layout()
+        if figure is None:
+            fig.tight_layout()
         return fig
+
+
+@register
+class Complexity(Panels, _ComplexityPanel):
+    """Fig. 2 on MNIST, and on CIFAR-10 beside it with ``cifar_panel`` (see :mod:`.panels`)."""
+
+    panel_layout = "columns"
 
 
 def linear_steps(phi_target: float, prob: C.Problem, eta: float, y: torch.Tensor,

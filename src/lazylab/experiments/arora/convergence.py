@@ -36,6 +36,7 @@ from pydantic import Field
 from lazylab.data import random_labels
 from lazylab.experiments import register
 from lazylab.experiments.arora import common as C
+from lazylab.experiments.arora.panels import PanelParams, Panels
 from lazylab.experiments.base import Claim, Experiment, Results, row
 from lazylab.experiments.toolkit import match_claim, sub_generator
 from lazylab.theory.arora import predicted_distance, predicted_residual_norm, worst_case_labels
@@ -53,9 +54,10 @@ FLOAT_BIAS = 0.01
 MIN_SHARE = 1e-6
 
 
-class ConvergenceParams(C.NetParams):
+class ConvergenceParams(C.NetParams, PanelParams):
     """Fig. 1(a)(c); quick defaults: digits 0/1, n = 256, m = 2000, symmetric init, kappa = 1,
-    plus the paper's init (Gaussian, kappa = 0.01) at the same sizes."""
+    plus the paper's init (Gaussian, kappa = 0.01) at the same sizes; paper scale: MNIST (or
+    Fashion-MNIST as its stand-in) and, when its files are found, the CIFAR-10 panel (c)."""
 
     width: int = Field(2000, ge=2, le=1_000_000, description="hidden units m (paper: 10^4)")
 
@@ -103,8 +105,9 @@ class ConvergencePrep:
     spread: dict[str, WidthSpread]
 
 
-@register
-class Convergence(Experiment):
+class _ConvergencePanel(Experiment):
+    """One data set's panel; :class:`Convergence` adds the CIFAR-10 panel (Fig. 1(c))."""
+
     id = "arora-convergence"
     paper = "arora"
     figure = "Fig. 1(a)(c)"
@@ -113,7 +116,8 @@ class Convergence(Experiment):
     Params = ConvergenceParams
     scales = {
         "quick": {},
-        "paper": {"dataset": "auto", "n_train": 10000, "n_test": 2000, "width": 10000,
+        "paper": {"dataset": "auto", "cifar_panel": "auto", "n_train": 10000,
+                  "n_test": 2000, "width": 10000,
                   "kappa": 0.01, "init": "gaussian", "lr": 1e-3, "steps": 20000,
                   "log_points": 40, "mc_draws": 4},
     }
@@ -319,9 +323,12 @@ class Convergence(Experiment):
                      "seeds": len(seeds)})
 
     # ---- figure ----------------------------------------------------------------------------
-    def plot(self, p: ConvergenceParams, results: Results) -> Figure:
+    def figsize(self, p: ConvergenceParams) -> tuple[float, float]:
+        return (5.2 * len(inits(p)), 4.2)
+
+    def plot(self, p: ConvergenceParams, results: Results, figure: Any = None) -> Figure:
         runs = inits(p)
-        fig = Figure(figsize=(5.2 * len(runs), 4.2))
+        fig = figure if figure is not None else Figure(figsize=self.figsize(p))
         for j, (init, kappa) in enumerate(runs):
             ax = fig.add_subplot(1, len(runs), j + 1)
             ax.spines["top"].set_visible(False)
@@ -347,8 +354,16 @@ class Convergence(Experiment):
                          f"<= {pc:.1%}", fontsize=9)
             ax.legend(fontsize=7, frameon=False, loc="lower left")
         fig.suptitle(f"{C.dataset_title(p)}, n = {p.n_train}", fontsize=10)
-        fig.tight_layout()
+        if figure is None:
+            fig.tight_layout()
         return fig
+
+
+@register
+class Convergence(Panels, _ConvergencePanel):
+    """Fig. 1(a), and (c) on CIFAR-10 with ``cifar_panel`` (see :mod:`.panels`)."""
+
+    panel_layout = "rows"
 
 
 def _last(results: Results, method: str, metric: str, **facets: Any) -> float:

@@ -24,6 +24,7 @@ from pydantic import Field
 from lazylab.data import random_labels
 from lazylab.experiments import register
 from lazylab.experiments.arora import common as C
+from lazylab.experiments.arora.panels import PanelParams, Panels
 from lazylab.experiments.base import Claim, Experiment, Results, row
 from lazylab.experiments.toolkit import sub_generator
 from lazylab.theory.arora import alignment_share, worst_case_labels
@@ -46,8 +47,9 @@ TRACE_RATIO = 5.0
 RANDOM_EXPECTATION = "random labels (expectation)"
 
 
-class SpectrumParams(C.DataParams):
-    """Fig. 1(b)(d); quick defaults: digits 0/1, n = 256."""
+class SpectrumParams(C.DataParams, PanelParams):
+    """Fig. 1(b)(d); quick defaults: digits 0/1, n = 256 (one panel); paper scale: MNIST (or
+    Fashion-MNIST as its stand-in) and, when its files are found, the CIFAR-10 panel (d)."""
 
     top_fraction: float = Field(0.05, gt=0, le=0.5, description="share of the top eigenvectors "
                                 "on which the label mass is compared")
@@ -58,15 +60,17 @@ def top_k(p: SpectrumParams) -> int:
     return max(1, math.ceil(p.top_fraction * p.n_train))
 
 
-@register
-class LabelSpectrum(Experiment):
+class _SpectrumPanel(Experiment):
+    """One data set's panel; :class:`LabelSpectrum` adds the CIFAR-10 panel (Fig. 1(d))."""
+
     id = "arora-spectrum"
     paper = "arora"
     figure = "Fig. 1(b)(d)"
     summary = "eigenvalues of H_inf and projections |v_i^T y| of true, random, worst-case labels"
     Params = SpectrumParams
     scales = {"quick": {},
-              "paper": {"dataset": "auto", "n_train": 10000, "n_test": 2000}}
+              "paper": {"dataset": "auto", "cifar_panel": "auto", "n_train": 10000,
+                        "n_test": 2000}}
     default_seeds = {"quick": 3, "paper": 1}
     robustness_axes = {"n_train": [128, 192, 256], "top_fraction": [0.02, 0.05, 0.1],
                        "data_seed": [0, 1, 2]}
@@ -158,8 +162,11 @@ class LabelSpectrum(Experiment):
                          "one_sided": True, "kind": "consistency"}),
         ]
 
-    def plot(self, p: SpectrumParams, results: Results) -> Figure:
-        fig = Figure(figsize=(9.6, 3.9))
+    def figsize(self, p: SpectrumParams) -> tuple[float, float]:
+        return (9.6, 3.9)
+
+    def plot(self, p: SpectrumParams, results: Results, figure: Any = None) -> Figure:
+        fig = figure if figure is not None else Figure(figsize=self.figsize(p))
         ax, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
         for a in (ax, ax2):
             a.spines["top"].set_visible(False)
@@ -195,5 +202,13 @@ class LabelSpectrum(Experiment):
         ax2.axvline(top_k(p), color="0.6", linestyle="-.", linewidth=1.0,
                     label=f"top {p.top_fraction:g} n")
         ax2.legend(fontsize=7, frameon=False, loc="upper left")
-        fig.tight_layout()
+        if figure is None:
+            fig.tight_layout()
         return fig
+
+
+@register
+class LabelSpectrum(Panels, _SpectrumPanel):
+    """Fig. 1(b), and (d) on CIFAR-10 with ``cifar_panel`` (see :mod:`.panels`)."""
+
+    panel_layout = "rows"
