@@ -16,9 +16,9 @@ B(d, l) Q_l(x.y) (Q_l the Gegenbauer polynomial with Q_l(d) = 1), so for any f i
       ||P_l f||^2 = B(d,l) sum_{i,j} lambda_{d,l}(g_i) lambda_{d,l}(g_j) Q_l(d beta_i.beta_j)
 
   (Funk-Hecke: E_x[Q_l(x.y) Q_j(x.y')] = delta_lj Q_l(y.y') / B(d,l) for |y| = |y'| = sqrt d).
-* Any callable f by Monte Carlo (:func:`project_mc`, :func:`projection_norm_mc`): the kernel
-  formulas above with y, y' drawn from mu; the norm is the unbiased U-statistic, its SE from
-  the Hoeffding projection (2 std(f(y_i) P_{<=k} f(y_i)) / sqrt(N)).
+* Any callable f by Monte Carlo (:func:`project_mc`, :func:`projection_norm_mc`,
+  :func:`residual_norm_mc`): the kernel formulas above with y, y' drawn from mu; the norms are
+  unbiased U-statistics, their SE from the Hoeffding projection.
 
 ||P_{>k} f||^2 = ||f||^2 - ||P_{<=k} f||^2 is the error of any method that learns exactly the
 degree <= k part (the NTK level when d^k << n << d^{k+1}).
@@ -44,7 +44,7 @@ import numpy as np
 from lazylab.data.harmonics import gegenbauer_q, num_harmonics
 from lazylab.data.spherical import gegenbauer_coeffs
 
-__all__ = ["RidgeSum", "project_mc", "projection_norm_mc"]
+__all__ = ["RidgeSum", "project_mc", "projection_norm_mc", "residual_norm_mc"]
 
 ScalarFn = Callable[[np.ndarray], np.ndarray]
 
@@ -141,19 +141,44 @@ def project_mc(f: ScalarFn, k: int, x: np.ndarray, y: np.ndarray,
     return terms.mean(1), terms.std(1, ddof=1) / math.sqrt(n)
 
 
-def projection_norm_mc(f: ScalarFn, k: int, y: np.ndarray) -> tuple[float, float]:
-    """Unbiased ||P_{<=k} f||^2 = (1/(N(N-1))) sum_{i != j} f_i K_{<=k}(y_i.y_j) f_j, and SE.
-
-    The SE is the Hoeffding (first-order) one of a U-statistic of order 2:
-    2 std_i(f_i h_i) / sqrt(N) with h_i = sum_{j != i} K_ij f_j / (N - 1) ~ P_{<=k} f(y_i).
-    """
+def _loo_projection(f: ScalarFn, k: int, y: np.ndarray, block: int,
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(f(y_i), h_i) with h_i = sum_{j != i} K_{<=k}(y_i.y_j) f(y_j) / (N - 1), the leave-one-out
+    Monte Carlo P_{<=k} f(y_i); the kernel is formed ``block`` rows at a time."""
     y = np.atleast_2d(np.asarray(y, dtype=np.float64))
     n, d = y.shape
     if n < 3:
         raise ValueError(f"need at least 3 points; got {n}")
     fy = np.asarray(f(y), dtype=np.float64)
-    K = _kernel(d, k, y @ y.T)
-    np.fill_diagonal(K, 0.0)
-    h = K @ fy / (n - 1)
+    h = np.empty(n)
+    for i in range(0, n, int(block)):
+        yb = y[i:i + int(block)]
+        diag = _kernel(d, k, (yb * yb).sum(1))          # K_ii (= n_k on the sphere)
+        h[i:i + int(block)] = _kernel(d, k, yb @ y.T) @ fy - diag * fy[i:i + int(block)]
+    return fy, h / (n - 1)
+
+
+def projection_norm_mc(f: ScalarFn, k: int, y: np.ndarray, *,
+                       block: int = 2048) -> tuple[float, float]:
+    """Unbiased ||P_{<=k} f||^2 = (1/(N(N-1))) sum_{i != j} f_i K_{<=k}(y_i.y_j) f_j, and SE.
+
+    The SE is the Hoeffding (first-order) one of a U-statistic of order 2:
+    2 std_i(f_i h_i) / sqrt(N) with h_i the leave-one-out P_{<=k} f(y_i) (O(N^2) time,
+    O(block N) memory).
+    """
+    fy, h = _loo_projection(f, k, y, block)
     g = fy * h
-    return float(g.mean()), float(2.0 * g.std(ddof=1) / math.sqrt(n))
+    return float(g.mean()), float(2.0 * g.std(ddof=1) / math.sqrt(len(g)))
+
+
+def residual_norm_mc(f: ScalarFn, k: int, y: np.ndarray, *,
+                     block: int = 2048) -> tuple[float, float]:
+    """Unbiased ||P_{>k} f||^2 = E f^2 - ||P_{<=k} f||^2 as one U-statistic, and its SE.
+
+    The kernel (f(y)^2 + f(y')^2)/2 - f(y) K_{<=k}(y.y') f(y') has Hoeffding projection
+    f^2/2 - f P_{<=k} f + const, so SE = 2 std_i(f_i^2/2 - f_i h_i) / sqrt(N): small when f is
+    mostly of low degree (the two terms cancel), unlike the difference of two separate means.
+    """
+    fy, h = _loo_projection(f, k, y, block)
+    g = fy * fy - fy * h
+    return float(g.mean()), float(2.0 * (0.5 * fy * fy - fy * h).std(ddof=1) / math.sqrt(len(g)))

@@ -3,9 +3,17 @@ gradients (:mod:`~lazylab.train.nichani.regularizers`) and batched (perturbed) G
 model f_L + f_Q + lambda3 R3 (:mod:`~lazylab.train.nichani.gd`)."""
 
 from lazylab.train.nichani.gd import TaylorRun, taylor_step_grad, train_taylor
-from lazylab.train.nichani.regularizers import R1Stochastic, R3Empirical, SigmaSplit, r4, r4_grad
+from lazylab.train.nichani.regularizers import (
+    R1Harmonic,
+    R1Stochastic,
+    R3Empirical,
+    SigmaSplit,
+    r4,
+    r4_grad,
+)
 
 __all__ = [
+    "R1Harmonic",
     "R1Stochastic",
     "R3Empirical",
     "SigmaSplit",

@@ -20,6 +20,10 @@ the projectors on its top r / remaining eigenvectors:
   empirical Sigma-hat = Phi'^T Phi'/N'); gradients (2/N') Phi'^T (projected f_L).
 * :class:`R1Stochastic` is the authors' stochastic R1: fresh inputs X_s each step and the
   training V1: f_L(x; V1 V1^T W) = K(x, X) U1 Lambda1^{-1} U1^T f_L(X; W).
+* :class:`R1Harmonic` is the harmonic (infinite-width) R1 for k = 1 (spec Sec. 3.2): the top
+  n_1 = d + 1 eigenvectors of Sigma are the degree <= 1 functions, so R2 ~ ||P_{<=1} f_L||^2 =
+  (E f_L)^2 + |E[f_L x]|^2 (the basis {1, x_1..x_d} is orthonormal on S^{d-1}(sqrt d)) in
+  closed form, and R1 ~ E_mu f_L^2 - R2 with E_mu f_L^2 a Monte Carlo mean over fresh inputs.
 * :func:`r4` and its gradient grad_{w_r} R4 = 8 (sum_s ||w_s||^4) ||w_r||^2 w_r.
 
 All work for a single W (m, d) or a batch (B, m, d); values have the batch shape.
@@ -29,11 +33,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
+from lazylab.data.spherical import tau_expect
 from lazylab.models.nichani.network import TaylorFeatures
+from lazylab.models.two_layer import TwoLayerNet
 
-__all__ = ["R1Stochastic", "R3Empirical", "SigmaSplit", "r4", "r4_grad"]
+__all__ = ["R1Harmonic", "R1Stochastic", "R3Empirical", "SigmaSplit", "r4", "r4_grad"]
 
 
 def _check_r(r: int, n: int, what: str) -> int:
@@ -164,6 +171,83 @@ class R1Stochastic:
         h, Ks = self._h(fresh, W)
         back = (h @ Ks) @ self.M
         return 2.0 / fresh.n * (fresh.phi_t(h) - self.train.phi_t(back))
+
+
+@dataclass
+class R1Harmonic:
+    """Harmonic (infinite-width) R1 and R2 for k = 1, R2 in closed form (spec Sec. 3.2).
+
+    With z = w0_r . x ~ tau_d (|w0_r| = 1), E[sigma'(z) x] = c0 w0_r and
+    E[sigma'(z) x x^T] = alpha I + beta w0_r w0_r^T, where
+
+        c0 = E[sigma'(z) z],   alpha = E[sigma'(z) (d - z^2)/(d - 1)],
+        alpha + beta = E[sigma'(z) z^2]
+
+    (x - z w0_r is uniform on the orthogonal sphere of squared radius d - z^2). Hence, with
+    s_r = a_r / sqrt(m),
+
+        E f_L = c0 sum_r s_r (w0_r . w_r),
+        E[f_L x] = sum_r s_r (alpha w_r + beta (w0_r . w_r) w0_r),
+        R2 = (E f_L)^2 + |E[f_L x]|^2,       R1 = E_mu f_L^2 - R2,
+
+    and grad_{w_r} R2 = 2 s_r [c0 (E f_L) w0_r + alpha E[f_L x] + beta (w0_r . E[f_L x]) w0_r].
+    E_mu f_L^2 is the mean over fresh inputs (:meth:`r1`), with gradient (2/N) Phi_s^T f_L(X_s).
+
+    Attributes
+    ----------
+    W0 : (m, d) unit base rows; s : (m,) output weights a_r times the scale 1/sqrt(m).
+    c0, alpha, beta : the tau_d moments above (Gauss-Jacobi quadrature, exact to ~1e-15).
+    """
+
+    W0: torch.Tensor
+    s: torch.Tensor
+    c0: float
+    alpha: float
+    beta: float
+
+    @classmethod
+    def build(cls, net: TwoLayerNet) -> R1Harmonic:
+        W0 = net.W.detach()
+        d = W0.shape[1]
+        if d < 3 or not bool(torch.allclose(W0.norm(dim=1), torch.ones((), dtype=W0.dtype),
+                                            atol=1e-5)):
+            raise ValueError("R1Harmonic needs d >= 3 and unit base rows w0_r (nichani_net)")
+
+        def dsig(z: np.ndarray) -> np.ndarray:
+            return net.act.deriv(torch.tensor(z, dtype=torch.float64), 1).numpy()
+
+        c0 = tau_expect(lambda z: dsig(z) * z, d)
+        z2 = tau_expect(lambda z: dsig(z) * z * z, d)
+        alpha = tau_expect(lambda z: dsig(z) * (d - z * z) / (d - 1), d)
+        return cls(W0, (net.scale * net.a).detach(), c0, alpha, z2 - alpha)
+
+    def low(self, W: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(E f_L (…,), E[f_L x] (…, d)): the degree-0 and degree-1 coefficients of f_L."""
+        W0, s = self.W0.to(W), self.s.to(W)
+        proj = s * (W0 * W).sum(-1)                        # s_r (w0_r . w_r)
+        mean = self.c0 * proj.sum(-1)
+        lin = self.alpha * (s.unsqueeze(-1) * W).sum(-2) + self.beta * (proj @ W0)
+        return mean, lin
+
+    def r2(self, W: torch.Tensor) -> torch.Tensor:
+        """||P_{<=1} f_L(.; W)||^2 = (E f_L)^2 + |E[f_L x]|^2."""
+        mean, lin = self.low(W)
+        return mean * mean + (lin * lin).sum(-1)
+
+    def r2_grad(self, W: torch.Tensor) -> torch.Tensor:
+        W0, s = self.W0.to(W), self.s.to(W)
+        mean, lin = self.low(W)
+        along = self.c0 * mean.unsqueeze(-1) + self.beta * (lin @ W0.T)   # (…, m)
+        g = along.unsqueeze(-1) * W0 + self.alpha * lin.unsqueeze(-2)
+        return 2.0 * s.unsqueeze(-1) * g
+
+    def r1(self, fresh: TaylorFeatures, W: torch.Tensor) -> torch.Tensor:
+        """mean over the fresh inputs of f_L^2, minus the closed-form R2."""
+        fl = fresh.f_L(W)
+        return (fl * fl).mean(-1) - self.r2(W)
+
+    def r1_grad(self, fresh: TaylorFeatures, W: torch.Tensor) -> torch.Tensor:
+        return fresh.phi_t(2.0 * fresh.f_L(W) / fresh.n) - self.r2_grad(W)
 
 
 def r4(W: torch.Tensor) -> torch.Tensor:
