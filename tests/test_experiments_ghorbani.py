@@ -147,6 +147,17 @@ def test_quick_d_range_refused_by_the_cli_with_exit_2(tmp_path):
     assert not (tmp_path / "o" / "ghorbani-qf-width" / "results.csv").exists()
 
 
+def test_asymptotic_gap_claim_counts_each_target_once(runs):
+    """A second seed redraws W but not the targets: its gap rows are averaged with the first
+    seed's per (d, target), so copies of the same rows leave the fit (and tolerance) as is."""
+    exp, p, res = runs["ghorbani-qf-width"]
+    one = {c.id: c for c in exp.claims(p, res)}["asymptotic-gap-shrinks"]
+    extra = [{**r, "seed": 1} for r in res.rows if r["metric"] == "asymptotic_gap"]
+    two = {c.id: c for c in exp.claims(p, Results(res.rows + extra))}["asymptotic-gap-shrinks"]
+    assert two.measured == pytest.approx(one.measured, abs=1e-12)
+    assert two.tolerance == pytest.approx(one.tolerance, abs=1e-12)
+
+
 def test_protocol_sizes_scale_with_d():
     exp = REGISTRY["ghorbani-qf-width"]
     for d in (40, 60):

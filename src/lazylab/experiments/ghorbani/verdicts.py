@@ -178,7 +178,8 @@ def gap_claim(cid: str, statement: str, results: Results, methods: tuple[str, ..
     finite-d risks differ from them by O(rho/d) (e.g. Theorem 2's Weingarten form:
     rho (1 - rho)(1 - tau_B)/d + O(d^-2)), so log|gap| against log d has slope -1.  Each
     simulation row ``asymptotic_gap`` (x = d) is one draw of the target with ``gap_draws``
-    draws of W; the leading coefficient depends on the realised spectrum (relative spread
+    draws of W (rows of several seeds at one (d, target) are averaged first: they share the
+    target); the leading coefficient depends on the realised spectrum (relative spread
     ~ d^-1/2 over target draws) and on the W draws, so the slope's standard error is the
     residual one of the pooled fit over all (d, target) points, t-widened (3 K - 2 degrees of
     freedom, :func:`lazylab.experiments.toolkit.slope_claim`); ``bias`` covers the O(1/d^2)
@@ -192,8 +193,14 @@ def gap_claim(cid: str, statement: str, results: Results, methods: tuple[str, ..
         rows = results.select(method=m, metric="asymptotic_gap", kind="simulation")
         if not rows:
             continue
-        x = [float(r["x"]) for r in rows]
-        y = [float(r["value"]) for r in rows]
+        # Seeds redraw W but share the target draws: one independent point per (d, target),
+        # the mean over seeds, or the residual SE would count the target spread once per seed.
+        groups: dict[tuple[float, str], list[float]] = {}
+        for r in rows:
+            groups.setdefault((float(r["x"]), str(r.get("target"))), []).append(
+                float(r["value"]))
+        x = [k[0] for k in groups]
+        y = [float(np.mean(v)) for v in groups.values()]
         parts.append(slope_claim(f"{cid}[{m}]", statement, x, y, -1.0, bias=bias,
                                  error_model=model, details={"method": m}))
     if not parts:
