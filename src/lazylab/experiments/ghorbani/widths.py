@@ -99,9 +99,9 @@ class WidthParams(C.GhorbaniParams):
                          "(paper: 10)")
     nt_protocol: Literal["lstsq", "sgd", "cg"] = Field(
         "cg", description="NT training: least squares on nt_samples samples (cg: streamed "
-        "conjugate gradients, any d, 10-30x faster than lstsq at d >= 30; lstsq: normal "
-        "equations in a basis of S_W, d <= 61), or one-pass SGD (the paper's protocol, which "
-        "stalls above the limit at d = 450)")
+        "conjugate gradients, any d, 6-20x faster than lstsq at d = 30-60, bench_ghorbani_nt; "
+        "lstsq: normal equations in a basis of S_W, d <= 61), or one-pass SGD (the paper's "
+        "protocol, which stalls above the limit at d = 450)")
     nt_reps: int = Field(3, ge=1, le=100, description="independent draws of W per NT point with "
                          "N < d (for N >= d the NT class does not depend on W)")
     nt_samples: int = Field(20_000, ge=100, le=10**8,
