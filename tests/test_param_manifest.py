@@ -64,7 +64,8 @@ def test_huge_input_radius_is_refused_when_parameters_resolve():
 
 
 @pytest.mark.parametrize("sets", [{"B_x": "1e308"}, {"B_x": "1e-100"}, {"alpha": "1e200"},
-                                  {"beta_norm": "1e60"}, {"alpha": "1e99", "B_x": "10", "ps": "2,4"}])
+                                  {"beta_norm": "1e60"},
+                                  {"alpha": "1e99", "B_x": "10", "ps": "2,4"}])
 def test_expressivity_refuses_amplitudes_that_overflow(sets):
     """B_x = 1e308 overflowed inside a unit (exit 1); alpha, B_x and ||beta|| set the amplitude
     |alpha| (B_x ||beta||)^p of everything computed, refused outside [1e-100, 1e100]."""
