@@ -120,3 +120,22 @@ def test_match_claim_pointwise_and_reports_the_tightest_point():
     assert low.status == "failed"  # two-sided
     assert match_claim("m", "", [math.nan], [1.0], 1.0, error_model="").status == "failed"
     assert match_claim("m", "", [], [], [], error_model="").status == "failed"
+
+
+def test_slope_claim_inconclusive_when_tolerance_exceeds_resolution() -> None:
+    """Three scattered points give a t-widened tolerance far above 1: with a resolution of 1
+    (the distance between the competing laws) the claim is not applicable, not held; the same
+    fit with a tight series holds, and a wrong tight series fails."""
+    from lazylab.experiments.toolkit import slope_claim
+
+    x = [8.0, 16.0, 32.0]
+    loose = slope_claim("s", "n* ~ d", x, [10.0, 40.0, 50.0], 1.0, bias=0.1,
+                        error_model="seeds", resolution=1.0)
+    assert loose.status == "not_applicable"
+    assert loose.details["reason"].startswith("inconclusive")
+    tight = slope_claim("s", "n* ~ d", x, [10.0, 20.0, 40.0], 1.0, bias=0.1,
+                        error_model="seeds", resolution=1.0)
+    assert tight.status == "held"
+    wrong = slope_claim("s", "n* ~ d", x, [10.0, 40.0, 160.0], 1.0, bias=0.1,
+                        error_model="seeds", resolution=1.0)
+    assert wrong.status == "failed"

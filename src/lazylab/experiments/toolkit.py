@@ -320,7 +320,8 @@ def loglog_fit(x: Sequence[float], y: Sequence[float],
 def slope_claim(cid: str, statement: str, x: Sequence[float], y: Sequence[float],
                 expected: float, *, bias: float, error_model: str,
                 sem: Sequence[float] | None = None, k_se: float = K_SE,
-                details: dict[str, Any] | None = None) -> Claim:
+                details: dict[str, Any] | None = None,
+                resolution: float | None = None) -> Claim:
     """Two-sided claim: the log-log slope of y against x equals ``expected``.
 
     Held iff ``|slope - expected| <= bias + k * se`` (:func:`loglog_fit`), where ``k = k_se``
@@ -330,6 +331,11 @@ def slope_claim(cid: str, statement: str, x: Sequence[float], y: Sequence[float]
     fitted range (e.g. a relative O(m^-1/2) correction tilts a fit over m in [100, 1e5] by a
     few hundredths); it must be chosen from the math, before seeing the data. A NaN slope (a
     non-positive value, fewer than two points) fails.
+
+    ``resolution`` (optional) is the distance from ``expected`` to the nearest competing law
+    (e.g. 1 between n* ~ d and n* ~ d^2). A tolerance wider than it could not tell the two
+    apart, so such a fit (a few points with a t-widened residual SE) holds nothing: the claim
+    is ``not_applicable`` (inconclusive), its slope and tolerance in the reason.
 
     Returns
     -------
@@ -343,11 +349,19 @@ def slope_claim(cid: str, statement: str, x: Sequence[float], y: Sequence[float]
     ...                 bias=0.02, error_model="finite width")
     >>> c.status, round(c.measured, 3)
     ('held', -0.5)
+    >>> slope_claim("s", "y ~ x", [1, 2, 4], [1, 2.6, 3.5], 1.0, bias=0.1,
+    ...             error_model="seeds", resolution=1.0).status
+    'not_applicable'
     """
     fit = loglog_fit(x, y, sem)
     se = fit.se if math.isfinite(fit.se) else 0.0
     k = k_eff(k_se, fit.points - 2) if fit.from_residuals else k_se
     tol = float(bias) + k * se
+    if resolution is not None and math.isfinite(fit.slope) and tol > resolution:
+        return Claim.not_applicable(
+            cid, statement, f"inconclusive: slope {fit.slope:.3g} with tolerance {tol:.3g} "
+            f"(bias {bias:g} + {k:.3g} x SE {se:.3g} from {fit.points} points) is wider than "
+            f"the distance {resolution:g} to the nearest competing law; more points needed")
     held = math.isfinite(fit.slope) and abs(fit.slope - expected) <= tol
     info = {"se": se, "bias": float(bias), "k_se": k, "se_from_residuals": fit.from_residuals,
             "intercept": fit.intercept,

@@ -82,6 +82,10 @@ BEAT_UPPER = 0.5
 #: the quadratic / randomized models hides a log d, slope 1 + 1/ln d ~ 1.3-1.4 there.
 NTK_SLOPE_BIAS = 0.15
 LOW_SLOPE_BIAS = 0.45
+#: Distance between the two competing laws (n* ~ d vs d^2): a slope tolerance wider than this
+#: (too few d values with n*, e.g. when the target is not reached) tells nothing, so the slope
+#: claim is reported inconclusive (not applicable) rather than held.
+SLOPE_RESOLUTION = 1.0
 #: n* is interpolated on a sqrt(2) grid: one grid step is a factor sqrt(2) in n*.
 GRID_FACTOR = math.sqrt(2)
 SLOPE_MODEL = ("finite d: {bias} for the lower-order terms of the prediction (see "
@@ -342,9 +346,11 @@ class Xor(Experiment):
             sem = s_.sem[ok] if np.any(s_.n[ok] > 1) else None
             c = slope_claim(cid, st[cid], s_.x[ok], s_.mean[ok], exp, bias=bias,
                             error_model=SLOPE_MODEL.format(bias=bias), sem=sem,
-                            details=_drop_details(p, {meth: dropped}))
-            half = c.details["k_se"] * c.details["se"]
-            c.details["slope_ci"] = [c.measured - half, c.measured + half]
+                            details=_drop_details(p, {meth: dropped}),
+                            resolution=SLOPE_RESOLUTION)
+            if c.status != "not_applicable":
+                half = c.details["k_se"] * c.details["se"]
+                c.details["slope_ci"] = [c.measured - half, c.measured + half]
             out.append(c)
         # NTK's n* grows faster than the randomized net's: slope difference > k se, both fitted
         # on the d values where both n* were measured.
