@@ -49,6 +49,10 @@ REF6, REF3 = "n = 6 d^2", "n = d^3"
 #: Lower-order terms of n*(d) (a d^2 + b d: the linear part, biases) and the factor-2 n-grid
 #: tilt the fitted slope over d in [4, 12] by O(b/(a d)): allowance 0.3 on the slope 2.
 SLOPE_BIAS = 0.3
+#: "slope-2" is inconclusive (not applicable) when its tolerance exceeds 1, the distance to the
+#: competing cubic law: such a fit could not tell d^2 from d^3 (one seed on the quick grid gives
+#: a t-widened tolerance ~1.4; "not-cubic" is then the discriminating claim).
+SLOPE_RESOLUTION = 1.0
 
 
 def relu_mlp(d: int, width: int, *, generator: torch.Generator,
@@ -167,7 +171,8 @@ class MlpScaling(Experiment):
         out = [slope_claim("slope-2", st["slope-2"], x, y, 2.0, bias=SLOPE_BIAS, sem=sem,
                            error_model=err + f"; bias {SLOPE_BIAS} for lower-order terms of "
                                              "n*(d) at small d",
-                           details={"censored_d": cens})]
+                           details={"censored_d": cens},
+                           resolution=SLOPE_RESOLUTION)]
         fitres = loglog_fit(x, y, sem)
         se = fitres.se if math.isfinite(fitres.se) else 0.0
         k = k_eff(K_SE, fitres.points - 2) if fitres.from_residuals else K_SE
