@@ -139,6 +139,21 @@ def test_quick_d_range_is_refused_by_the_cost_guard():
         assert default == pytest.approx(exp.est_seconds["quick"] / exp.default_seeds["quick"])
 
 
+def test_samples_quick_d_range():
+    """The samples figures (fixed SGD steps) accept 12 <= d <= 40 at quick scale and refuse
+    d outside it with exit 2 (InputError naming --set d); the paper scale accepts d = 41."""
+    from lazylab.errors import InputError
+
+    for exp_id in ("ghorbani-qf-samples", "ghorbani-mg-samples"):
+        exp = REGISTRY[exp_id]
+        for d in (12, 40):
+            assert math.isfinite(exp.cost(exp.resolve("quick", {"d": d}), "quick")[0])
+        for d in (11, 41):
+            with pytest.raises(InputError, match="12 <= d <= 40"):
+                exp.cost(exp.resolve("quick", {"d": d}), "quick")
+        exp.cost(exp.resolve("paper", {"d": 41}), "paper")
+
+
 def test_quick_d_range_refused_by_the_cli_with_exit_2(tmp_path):
     from toy_experiment import cli
 

@@ -56,13 +56,6 @@ class MGSamples(SamplesExperiment):
     ylim = (0.4, 1.0)
     target_name = "mixture of Gaussians"
 
-    def cost(self, p: MGSamplesParams, scale: str = "quick") -> tuple[float, float | None]:
-        """Cost guard: the unit-count estimate times the growth of each size (exponents
-        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
-        from lazylab.experiments.sizing import scaled_cost
-
-        sizes = {"sgd_steps": 1, "batch_size": 1, "d": 1}
-        return scaled_cost(self, p, scale, sizes)
 
     def problem(self, p: MGSamplesParams) -> C.Problem:
         return C.mg_problem(p.d, p.target_seed)

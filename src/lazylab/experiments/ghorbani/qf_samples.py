@@ -47,13 +47,6 @@ class QFSamples(SamplesExperiment):
     ylim = (0.0, 1.0)
     target_name = "quadratic target"
 
-    def cost(self, p: QFSamplesParams, scale: str = "quick") -> tuple[float, float | None]:
-        """Cost guard: the unit-count estimate times the growth of each size (exponents
-        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
-        from lazylab.experiments.sizing import scaled_cost
-
-        sizes = {"sgd_steps": 1, "batch_size": 1, "d": 1}
-        return scaled_cost(self, p, scale, sizes)
 
     def problem(self, p: QFSamplesParams) -> C.Problem:
         return C.qf_problem(p.d, p.target_seed)

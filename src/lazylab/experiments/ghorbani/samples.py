@@ -82,6 +82,27 @@ class SamplesExperiment(Experiment):
         "NN-below-NT": "at the end NN's risk is below NT(I)'s by more than 3 SE (N < d)",
     }
     robustness_axes = {"d": [20, 30, 40], "target_seed": [100, 101, 102]}
+    #: d range of the quick scale. The SGD step count does not grow with d, so the horizon
+    #: n/d = steps x batch / d shrinks as d grows and the claims were checked only over this
+    #: range (smoke d = 12, robustness axis 20..40); ``cost`` refuses another d at quick (exit 2).
+    quick_d_range: ClassVar[tuple[int, int]] = (12, 40)
+    #: Size exponents of the cost guard (:func:`lazylab.experiments.sizing.scaled_cost`).
+    cost_sizes: ClassVar[dict[str, float]] = {"sgd_steps": 1, "batch_size": 1, "d": 1}
+
+    def cost(self, p: SamplesParams, scale: str = "quick") -> tuple[float, float | None]:
+        """Refuse a d outside :attr:`quick_d_range` at quick scale, else the unit-count
+        estimate times the growth of each size (a lower bound)."""
+        from lazylab.errors import InputError
+        from lazylab.experiments.sizing import scaled_cost
+
+        lo, hi = self.quick_d_range
+        if scale == "quick" and not lo <= p.d <= hi:
+            raise InputError(
+                f"--set d: quick scale supports {lo} <= d <= {hi} for {self.id}; got d = "
+                f"{p.d}. Its SGD step count is fixed, so the sample horizon n/d shrinks with d "
+                f"and its claims were checked only in that range. Use --scale paper (with "
+                f"--set d=... and sgd_steps=...) for other d")
+        return scaled_cost(self, p, scale, self.cost_sizes)
 
     def problem(self, p: SamplesParams) -> C.Problem:
         raise NotImplementedError
