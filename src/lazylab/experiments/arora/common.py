@@ -62,8 +62,16 @@ from lazylab.train import fit, log_spaced_steps
 __all__ = [
     "DataParams", "NetParams", "Problem", "Run", "load_problem", "sphere_problem", "train",
     "learning_rate", "resolve_dataset", "validate_problem", "dataset_title", "sub_generator",
-    "LABEL_METHODS", "COLORS", "PAPER_INIT",
+    "LABEL_METHODS", "COLORS", "PAPER_INIT", "h_peak_bytes",
 ]
+
+
+def h_peak_bytes(p: ExperimentParams) -> float:
+    """Peak memory of the dense n x n float64 H-infinity work (a lower bound for the cost
+    guard): H itself, its eigenvectors and the eigensolver's workspace, about 4 n^2 doubles
+    (n = n_train; 60000 points need ~115 GB and are refused on this kind of machine)."""
+    n = int(getattr(p, "n_train", 0))
+    return 4.0 * 8.0 * n * n
 
 #: The paper's initialization (Sec. 3.1, App. A): w_r ~ N(0, kappa^2 I) with kappa = 0.01.
 PAPER_INIT = ("gaussian", 0.01)

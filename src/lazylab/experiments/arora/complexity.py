@@ -200,7 +200,7 @@ class _ComplexityPanel(Experiment):
         from lazylab.experiments.sizing import scaled_cost
 
         sizes = {"width": 1, "steps": 1, "n_train": 1}
-        return scaled_cost(self, p, scale, sizes)
+        return scaled_cost(self, p, scale, sizes, peak=C.h_peak_bytes)
 
     def units(self, p: ComplexityParams) -> list[dict[str, Any]]:
         return [{"fraction": f} for f in p.fractions]

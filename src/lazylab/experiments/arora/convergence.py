@@ -169,7 +169,7 @@ class _ConvergencePanel(Experiment):
         from lazylab.experiments.sizing import scaled_cost
 
         sizes = {"width": 1, "steps": 1, "n_train": 1}
-        return scaled_cost(self, p, scale, sizes)
+        return scaled_cost(self, p, scale, sizes, peak=C.h_peak_bytes)
 
     def units(self, p: ConvergenceParams) -> list[dict[str, Any]]:
         return [{"labels": k, "init": init, "kappa": kappa}

@@ -200,7 +200,7 @@ class Learnability(Experiment):
         from lazylab.experiments.sizing import scaled_cost
 
         sizes = {"width": 1, "steps": 1, "n_train": 1, "d": 1}
-        return scaled_cost(self, p, scale, sizes)
+        return scaled_cost(self, p, scale, sizes, peak=C.h_peak_bytes)
 
     def units(self, p: LearnabilityParams) -> list[dict[str, Any]]:
         trained = [f"p = {q}" for q in p.powers] if p.train_targets else []

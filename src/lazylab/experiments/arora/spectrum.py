@@ -97,6 +97,13 @@ class _SpectrumPanel(Experiment):
     def prepare(self, p: SpectrumParams, device: torch.device) -> C.Problem:
         return C.load_problem(p, device)
 
+    def cost(self, p: SpectrumParams, scale: str = "quick") -> tuple[float, float | None]:
+        """Cost guard: the unit-count estimate scaled by n_train (a lower bound), and the
+        peak of the dense H-infinity eigendecomposition (:func:`common.h_peak_bytes`)."""
+        from lazylab.experiments.sizing import scaled_cost
+
+        return scaled_cost(self, p, scale, {"n_train": 1}, peak=C.h_peak_bytes)
+
     def units(self, p: SpectrumParams) -> list[dict[str, Any]]:
         return [{"labels": k} for k in C.LABEL_METHODS]
 
