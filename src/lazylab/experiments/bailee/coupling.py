@@ -82,7 +82,7 @@ class CouplingParams(ExperimentParams):
     m_max: int = Field(100_000, ge=4, le=10_000_000, description="largest width m")
     m_points: int = Field(7, ge=3, le=40, description="widths on the log grid")
     n_test: int = Field(100, ge=10, le=100_000, description="test points x on the sphere")
-    B_x: float = Field(1.0, gt=0, description="input radius B_x (w0 ~ N(0, B_x^-2 I))")
+    B_x: float = Field(1.0, ge=1e-6, le=1e6, description="input radius B_x (w0 ~ N(0, B_x^-2 I))")
     activation: Literal["relu3_6", "softplus", "sin_shift"] = Field(
         "relu3_6", description="sigma; needs nonzero E sigma', E sigma'', E sigma''''")
     data_seed: int = Field(0, ge=0, description="seed of the test points and of v")

@@ -99,7 +99,7 @@ class HigherOrderParams(ExperimentParams):
     m_points: int = Field(7, ge=3, le=40, description="widths on the log grid")
     n_test: int = Field(40, ge=5, le=100_000, description="test points on the sphere")
     n_draws: int = Field(10, ge=1, le=10_000, description="multiplier draws (z+, z-) per unit")
-    B_x: float = Field(1.0, gt=0, description="input radius B_x")
+    B_x: float = Field(1.0, ge=1e-6, le=1e6, description="input radius B_x")
     activation: Literal["sin_shift", "sin", "tanh", "softplus"] = Field(
         "sin_shift", description="analytic sigma (sin_shift = sin(u + pi/4))")
     data_seed: int = Field(0, ge=0, description="seed of the test points and of v")

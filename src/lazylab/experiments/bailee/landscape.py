@@ -79,7 +79,7 @@ SADDLE_STEPS = 50
 class LandscapeParams(ExperimentParams):
     d: int = Field(10, ge=2, le=40, description="input dimension")
     n: int = Field(100, ge=10, le=5000, description="training points")
-    B_x: float = Field(1.0, gt=0, description="input radius B_x (w0 ~ N(0, B_x^-2 I))")
+    B_x: float = Field(1.0, ge=1e-6, le=1e6, description="input radius B_x (w0 ~ N(0, B_x^-2 I))")
     noise: float = Field(0.5, ge=0.05, le=2.0,
                          description="label noise std, relative to std(f*) (OPT > 0)")
     w_star_norm: float = Field(1.0, gt=0, le=2.0,
