@@ -246,7 +246,7 @@ def test_arora_spectrum_results_do_not_depend_on_workers(tmp_path):
     assert (out / exp.id / "results.csv").read_bytes() == csvs[0]
     cfg = json.loads((out / exp.id / "config.json").read_text())
     assert cfg["policy"] == {"threads": 2, "deterministic": True, "allow_tf32": False,
-                             "memory_budget": None}
+                             "memory_budget": None, "blas_threads": 2}
 
 
 def test_prepare_runs_once_and_reaches_units_and_theory(toy, reference, tmp_path, monkeypatch):

@@ -73,8 +73,12 @@ class ExecutionPolicy:
     memory_budget: int | None = None
 
     def identity(self) -> dict[str, Any]:
-        """What stored results depend on (recorded in config.json and the resume identity)."""
-        return asdict(self)
+        """What stored results depend on (recorded in config.json and the resume identity).
+
+        ``blas_threads`` records that numpy/scipy BLAS pools are capped at ``threads`` too
+        (stores written before that cap computed with uncapped BLAS pools and lack the key, so
+        resuming them is refused, naming the policy, rather than mixing the two)."""
+        return {**asdict(self), "blas_threads": self.threads}
 
     def apply(self) -> None:
         """Apply the policy to this process (idempotent; call before any unit computes)."""
