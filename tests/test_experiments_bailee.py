@@ -26,13 +26,7 @@ CPU = torch.device("cpu")
 IDS = ("bailee-coupling", "bailee-xor", "bailee-expressivity", "bailee-higher-order")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small tensors: one thread avoids oversubscribing a shared CPU."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _run(exp_id: str, tmp_path, **sets: str):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 import pytest
-import torch
 
 from harness import run_in_memory, tilted
 from lazylab.errors import DataNotFound, InputError
@@ -20,13 +19,7 @@ from lazylab.experiments.base import Results, row
 from lazylab.experiments.nichani import regularizer as reg
 from lazylab.experiments.nichani import taylor as tay
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _claims(exp, p, results):
