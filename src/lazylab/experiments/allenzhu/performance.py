@@ -35,6 +35,7 @@ are not applicable at quick and say so.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
@@ -61,6 +62,13 @@ __all__ = ["Performance", "T1Params"]
 
 KERNEL_BASELINES = ("gaussian kernel", "ReLU NTK kernel")
 ERR = "test_error"
+
+
+def _sorted_within(values: list, ok: Callable[[Any], bool], message: str) -> list:
+    """``values`` sorted without repeats, or ValueError(message) if any fails ``ok``."""
+    if not all(ok(v) for v in values):
+        raise ValueError(message)
+    return sorted(set(values))
 
 
 class T1Params(ExperimentParams):
@@ -100,23 +108,17 @@ class T1Params(ExperimentParams):
     @field_validator("widths")
     @classmethod
     def _widths(cls, v: list[int]) -> list[int]:
-        if any(m < 2 or m > 100_000 for m in v):
-            raise ValueError("every width must be in [2, 100000]")
-        return sorted(set(v))
+        return _sorted_within(v, lambda m: 2 <= m <= 100_000, "every width must be in [2, 100000]")
 
     @field_validator("wds")
     @classmethod
     def _wds(cls, v: list[float]) -> list[float]:
-        if any(w < 0 or w > 10 for w in v):
-            raise ValueError("weight decays must be in [0, 10]")
-        return sorted(set(v))
+        return _sorted_within(v, lambda w: 0 <= w <= 10, "weight decays must be in [0, 10]")
 
     @field_validator("lrs")
     @classmethod
     def _lrs(cls, v: list[float]) -> list[float]:
-        if any(not 0 < lr <= 100 for lr in v):
-            raise ValueError("learning rates must be in (0, 100]")
-        return sorted(set(v))
+        return _sorted_within(v, lambda lr: 0 < lr <= 100, "learning rates must be in (0, 100]")
 
     @property
     def k(self) -> int:
