@@ -425,14 +425,26 @@ class Experiment(ABC):
         """
         return None
 
+    #: Parameter name -> exponent of the work in that size, for the default cost guard
+    #: (empty: the unit count alone); see :func:`lazylab.experiments.sizing.scaled_cost`.
+    cost_sizes: ClassVar[dict[str, float]] = {}
+
     def cost(self, p: ExperimentParams, scale: str = "quick") -> tuple[float, float | None]:
         """Estimated ``(seconds, peak bytes or None)`` of one seed of the grid at ``p``.
 
-        Default rule: ``est_seconds[scale]`` (which covers ``default_seeds[scale]`` seeds)
-        divided by those seeds and scaled by the ratio of the number of work units at ``p`` to
-        the number at the scale's own parameters; peak memory unknown (None). Experiments whose
-        cost grows faster than their unit count (sizes d, m, n) override this.
+        Default rule: :meth:`unit_count_seconds` times the growth of each size named in
+        :attr:`cost_sizes` (``seconds x prod_k (size_k(p) / size_k(scale))^e_k``, a lower bound
+        where the work grows faster), and the peak from :meth:`peak_bytes`. Experiments with a
+        measured per-unit model override this.
         """
+        from lazylab.experiments.sizing import scaled_cost
+
+        return scaled_cost(self, p, scale, self.cost_sizes, peak=self.peak_bytes)
+
+    def unit_count_seconds(self, p: ExperimentParams, scale: str = "quick") -> float:
+        """``est_seconds[scale]`` (which covers ``default_seeds[scale]`` seeds) divided by those
+        seeds and scaled by the ratio of the number of work units at ``p`` to the number at the
+        scale's own parameters."""
         est = float(self.est_seconds.get(scale, max(self.est_seconds.values(), default=60.0)))
         per_seed = est / max(1, self.default_seeds.get(scale, 1))
         try:
@@ -440,7 +452,11 @@ class Experiment(ABC):
         except (ValueError, KeyError):
             base = 0
         n = len(self.units(p))
-        return per_seed * (n / base if base else 1.0), None
+        return per_seed * (n / base if base else 1.0)
+
+    def peak_bytes(self, p: ExperimentParams) -> float | None:
+        """Peak memory of one unit at ``p`` in bytes, where a model is known (default: None)."""
+        return None
 
     @classmethod
     def code_version(cls) -> str:

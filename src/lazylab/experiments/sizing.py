@@ -1,8 +1,9 @@
 """Cost models scaled from an experiment's sizes (the runner's cost guard, lazylab issue 12).
 
-The default :meth:`Experiment.cost` scales ``est_seconds`` by the number of work units only, so
-``--set steps=1000000`` or ``--set m=1000000`` (accepted values) would be estimated at the quick
-run's time and run silently for hours. :func:`scaled_cost` multiplies that default by the
+The unit-count rule (:meth:`Experiment.unit_count_seconds`) scales ``est_seconds`` by the number
+of work units only, so ``--set steps=1000000`` or ``--set m=1000000`` (accepted values) would be
+estimated at the quick run's time and run silently for hours. :func:`scaled_cost` (the default
+:meth:`Experiment.cost`, with the sizes of the experiment's ``cost_sizes``) multiplies it by the
 growth of each named size:
 
     seconds(p) = default_cost(p) x prod_k (size_k(p) / size_k(scale))^e_k
@@ -53,9 +54,7 @@ def scaled_cost(exp: Experiment, p: ExperimentParams, scale: str,
     peak
         Optional rule for the peak bytes at ``p``.
     """
-    from lazylab.experiments.base import Experiment
-
-    secs, _ = Experiment.cost(exp, p, scale)
+    secs = exp.unit_count_seconds(p, scale)
     ref = exp.resolve(scale if scale in exp.scales else "quick")
     for name, e in sizes.items():
         now, then = size_of(getattr(p, name, None)), size_of(getattr(ref, name, None))

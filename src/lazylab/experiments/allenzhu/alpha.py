@@ -12,7 +12,7 @@ reference; for beta <~ alpha learning the composite signal is "practically impos
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from pydantic import Field, field_validator
@@ -86,13 +86,9 @@ class Alpha(Experiment):
                 f"beta > alpha")
         return out
 
-    def cost(self, p: AlphaParams, scale: str = "quick") -> tuple[float, float | None]:
-        """Cost guard: the unit-count estimate times the growth of each size (exponents
-        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
-        from lazylab.experiments.sizing import scaled_cost
-
-        sizes = {"epochs": 1, "n_hidden": 1, "widths": 1}
-        return scaled_cost(self, p, scale, sizes)
+    # Cost guard: the unit-count estimate times the growth of each size, a lower bound
+    # (lazylab.experiments.sizing.scaled_cost).
+    cost_sizes: ClassVar[dict[str, float]] = {"epochs": 1, "n_hidden": 1, "widths": 1}
 
     def units(self, p: AlphaParams) -> list[dict[str, Any]]:
         return [{"panel": panel, "beta": b, "m": m}

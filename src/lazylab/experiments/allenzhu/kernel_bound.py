@@ -20,7 +20,7 @@ for d <= ``general_max_d``.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -132,13 +132,9 @@ class KernelBound(Experiment):
             if bad:
                 raise InputError(f"--set ks: every k must be in [2, d/2] for d = {d}; got {bad}")
 
-    def cost(self, p: KernelBoundParams, scale: str = "quick") -> tuple[float, float | None]:
-        """Cost guard: the unit-count estimate times the growth of each size (exponents
-        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
-        from lazylab.experiments.sizing import scaled_cost
-
-        sizes = {"resnet_width": 1}
-        return scaled_cost(self, p, scale, sizes)
+    # Cost guard: the unit-count estimate times the growth of each size, a lower bound
+    # (lazylab.experiments.sizing.scaled_cost).
+    cost_sizes: ClassVar[dict[str, float]] = {"resnet_width": 1}
 
     def units(self, p: KernelBoundParams) -> list[dict[str, Any]]:
         out = []

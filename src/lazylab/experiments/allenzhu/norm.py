@@ -18,7 +18,7 @@ Learner F(W; x) = a^T sigma(W x), a in {+-1/sqrt(m)}^m fixed (half of each sign)
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from pydantic import Field, field_validator
@@ -165,13 +165,10 @@ class Norm(Experiment):
         if lo > hi or lo < -8 or hi > 4:
             raise InputError("--set lr_decades: need -8 <= k_min <= k_max <= 4")
 
-    def cost(self, p: NormParams, scale: str = "quick") -> tuple[float, float | None]:
-        """Cost guard: the unit-count estimate times the growth of each size (exponents
-        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
-        from lazylab.experiments.sizing import scaled_cost
-
-        sizes = {"epochs": 1, "n_train": 1, "widths": 1, "hand_steps": 1}
-        return scaled_cost(self, p, scale, sizes)
+    # Cost guard: the unit-count estimate times the growth of each size, a lower bound
+    # (lazylab.experiments.sizing.scaled_cost).
+    cost_sizes: ClassVar[dict[str, float]] = {"epochs": 1, "n_train": 1, "widths": 1,
+                                              "hand_steps": 1}
 
     def units(self, p: NormParams) -> list[dict[str, Any]]:
         return [{"kind": "hand"}] + [{"kind": "sgd", "m": m} for m in p.widths]

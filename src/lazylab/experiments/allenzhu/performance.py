@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from pydantic import Field, field_validator
@@ -218,13 +218,9 @@ class Performance(Experiment):
                 f"largest width (learns part of alpha G(F); open at reduced scale)")
         return out
 
-    def cost(self, p: T1Params, scale: str = "quick") -> tuple[float, float | None]:
-        """Cost guard: the unit-count estimate times the growth of each size (exponents
-        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
-        from lazylab.experiments.sizing import scaled_cost
-
-        sizes = {"epochs": 1, "n_hidden": 1, "widths": 1}
-        return scaled_cost(self, p, scale, sizes)
+    # Cost guard: the unit-count estimate times the growth of each size, a lower bound
+    # (lazylab.experiments.sizing.scaled_cost).
+    cost_sizes: ClassVar[dict[str, float]] = {"epochs": 1, "n_hidden": 1, "widths": 1}
 
     def units(self, p: T1Params) -> list[dict[str, Any]]:
         out = []

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -194,13 +194,13 @@ class _ComplexityPanel(Experiment):
         return ComplexityPrep(prob, eta, train_labels, test_labels, spread, budget)
 
     # ---- computation -----------------------------------------------------------------------
-    def cost(self, p: ComplexityParams, scale: str = "quick") -> tuple[float, float | None]:
-        """Cost guard: the unit-count estimate times the growth of each size (exponents
-        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
-        from lazylab.experiments.sizing import scaled_cost
+    # Cost guard: the unit-count estimate times the growth of each size, a lower bound
+    # (lazylab.experiments.sizing.scaled_cost).
+    cost_sizes: ClassVar[dict[str, float]] = {"width": 1, "steps": 1, "n_train": 1}
 
-        sizes = {"width": 1, "steps": 1, "n_train": 1}
-        return scaled_cost(self, p, scale, sizes, peak=C.h_peak_bytes)
+    def peak_bytes(self, p: ComplexityParams) -> float:
+        """Peak of the dense H-infinity eigendecomposition (:func:`common.h_peak_bytes`)."""
+        return C.h_peak_bytes(p)
 
     def units(self, p: ComplexityParams) -> list[dict[str, Any]]:
         return [{"fraction": f} for f in p.fractions]

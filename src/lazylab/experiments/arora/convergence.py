@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -163,13 +163,13 @@ class _ConvergencePanel(Experiment):
         return ConvergencePrep(prob, eta, labels, steps, spread)
 
     # ---- computation -----------------------------------------------------------------------
-    def cost(self, p: ConvergenceParams, scale: str = "quick") -> tuple[float, float | None]:
-        """Cost guard: the unit-count estimate times the growth of each size (exponents
-        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
-        from lazylab.experiments.sizing import scaled_cost
+    # Cost guard: the unit-count estimate times the growth of each size, a lower bound
+    # (lazylab.experiments.sizing.scaled_cost).
+    cost_sizes: ClassVar[dict[str, float]] = {"width": 1, "steps": 1, "n_train": 1}
 
-        sizes = {"width": 1, "steps": 1, "n_train": 1}
-        return scaled_cost(self, p, scale, sizes, peak=C.h_peak_bytes)
+    def peak_bytes(self, p: ConvergenceParams) -> float:
+        """Peak of the dense H-infinity eigendecomposition (:func:`common.h_peak_bytes`)."""
+        return C.h_peak_bytes(p)
 
     def units(self, p: ConvergenceParams) -> list[dict[str, Any]]:
         return [{"labels": k, "init": init, "kappa": kappa}

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -194,13 +194,13 @@ class Learnability(Experiment):
         return LearnabilityPrep(prob, eta, targets, steps, spread)
 
     # ---- computation -----------------------------------------------------------------------
-    def cost(self, p: LearnabilityParams, scale: str = "quick") -> tuple[float, float | None]:
-        """Cost guard: the unit-count estimate times the growth of each size (exponents
-        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
-        from lazylab.experiments.sizing import scaled_cost
+    # Cost guard: the unit-count estimate times the growth of each size, a lower bound
+    # (lazylab.experiments.sizing.scaled_cost).
+    cost_sizes: ClassVar[dict[str, float]] = {"width": 1, "steps": 1, "n_train": 1, "d": 1}
 
-        sizes = {"width": 1, "steps": 1, "n_train": 1, "d": 1}
-        return scaled_cost(self, p, scale, sizes, peak=C.h_peak_bytes)
+    def peak_bytes(self, p: LearnabilityParams) -> float:
+        """Peak of the dense H-infinity eigendecomposition (:func:`common.h_peak_bytes`)."""
+        return C.h_peak_bytes(p)
 
     def units(self, p: LearnabilityParams) -> list[dict[str, Any]]:
         trained = [f"p = {q}" for q in p.powers] if p.train_targets else []

@@ -14,7 +14,7 @@ with ``projection`` sqrt(E (v_i.y)^2) = 1 and ``cumulative_share`` i/n.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -97,12 +97,13 @@ class _SpectrumPanel(Experiment):
     def prepare(self, p: SpectrumParams, device: torch.device) -> C.Problem:
         return C.load_problem(p, device)
 
-    def cost(self, p: SpectrumParams, scale: str = "quick") -> tuple[float, float | None]:
-        """Cost guard: the unit-count estimate scaled by n_train (a lower bound), and the
-        peak of the dense H-infinity eigendecomposition (:func:`common.h_peak_bytes`)."""
-        from lazylab.experiments.sizing import scaled_cost
+    # Cost guard: the unit-count estimate times the growth of each size, a lower bound
+    # (lazylab.experiments.sizing.scaled_cost).
+    cost_sizes: ClassVar[dict[str, float]] = {"n_train": 1}
 
-        return scaled_cost(self, p, scale, {"n_train": 1}, peak=C.h_peak_bytes)
+    def peak_bytes(self, p: SpectrumParams) -> float:
+        """Peak of the dense H-infinity eigendecomposition (:func:`common.h_peak_bytes`)."""
+        return C.h_peak_bytes(p)
 
     def units(self, p: SpectrumParams) -> list[dict[str, Any]]:
         return [{"labels": k} for k in C.LABEL_METHODS]

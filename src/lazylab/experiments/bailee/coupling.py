@@ -17,7 +17,7 @@ The test points and v are drawn once from ``data_seed``; seeds vary W0 and Sigma
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -113,13 +113,9 @@ class Coupling(Experiment):
                        "data_seed": [0, 1, 2]}
     smoke = {"m_max": 3000, "m_points": 4, "n_test": 30}
 
-    def cost(self, p: CouplingParams, scale: str = "quick") -> tuple[float, float | None]:
-        """Cost guard: the unit-count estimate times the growth of each size (exponents
-        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
-        from lazylab.experiments.sizing import scaled_cost
-
-        sizes = {"m_max": 1, "n_test": 1, "d": 1}
-        return scaled_cost(self, p, scale, sizes)
+    # Cost guard: the unit-count estimate times the growth of each size, a lower bound
+    # (lazylab.experiments.sizing.scaled_cost).
+    cost_sizes: ClassVar[dict[str, float]] = {"m_max": 1, "n_test": 1, "d": 1}
 
     def units(self, p: CouplingParams) -> list[dict[str, Any]]:
         return [{"m": m} for m in width_grid(p.m_min, p.m_max, p.m_points)]

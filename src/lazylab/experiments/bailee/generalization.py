@@ -26,7 +26,7 @@ recorded next to R (a bound with slack: a consistency check).
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -138,13 +138,9 @@ class Generalization(Experiment):
         if min(p.ds) <= p.k_sub:
             raise InputError(f"--set ds: every d must exceed k_sub = {p.k_sub}")
 
-    def cost(self, p: GeneralizationParams, scale: str = "quick") -> tuple[float, float | None]:
-        """Cost guard: the unit-count estimate times the growth of each size (exponents
-        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
-        from lazylab.experiments.sizing import scaled_cost
-
-        sizes = {"n_per_d": 1, "m": 1, "n_sigma": 1}
-        return scaled_cost(self, p, scale, sizes)
+    # Cost guard: the unit-count estimate times the growth of each size, a lower bound
+    # (lazylab.experiments.sizing.scaled_cost).
+    cost_sizes: ClassVar[dict[str, float]] = {"n_per_d": 1, "m": 1, "n_sigma": 1}
 
     def units(self, p: GeneralizationParams) -> list[dict[str, Any]]:
         return [{"dist": dist, "d": d} for dist in p.dists for d in sorted(p.ds)]

@@ -24,7 +24,7 @@ so its k = 2 and k = 4 limits vanish and the Theta(1) claim does not apply (spec
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -135,13 +135,9 @@ class HigherOrder(Experiment):
         return {f"k{k}-{kind}": _STATEMENTS[kind].format(k=k, k1=k + 1)
                 for k in p.ks for kind in _STATEMENTS}
 
-    def cost(self, p: HigherOrderParams, scale: str = "quick") -> tuple[float, float | None]:
-        """Cost guard: the unit-count estimate times the growth of each size (exponents
-        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
-        from lazylab.experiments.sizing import scaled_cost
-
-        sizes = {"m_max": 1, "n_test": 1, "n_draws": 1, "d": 1}
-        return scaled_cost(self, p, scale, sizes)
+    # Cost guard: the unit-count estimate times the growth of each size, a lower bound
+    # (lazylab.experiments.sizing.scaled_cost).
+    cost_sizes: ClassVar[dict[str, float]] = {"m_max": 1, "n_test": 1, "n_draws": 1, "d": 1}
 
     def units(self, p: HigherOrderParams) -> list[dict[str, Any]]:
         return [{"k": k, "m": m} for k in p.ks for m in width_grid(p.m_min, p.m_max,

@@ -30,7 +30,7 @@ Three parts, one unit per width:
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -168,13 +168,9 @@ class Landscape(Experiment):
             raise InputError("--set teacher_widths: distinct even widths in [50, 200000]; "
                              f"got {p.teacher_widths}")
 
-    def cost(self, p: LandscapeParams, scale: str = "quick") -> tuple[float, float | None]:
-        """Cost guard: the unit-count estimate times the growth of each size (exponents
-        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
-        from lazylab.experiments.sizing import scaled_cost
-
-        sizes = {"m_max": 1, "teacher_widths": 1, "steps": 1, "n": 1}
-        return scaled_cost(self, p, scale, sizes)
+    # Cost guard: the unit-count estimate times the growth of each size, a lower bound
+    # (lazylab.experiments.sizing.scaled_cost).
+    cost_sizes: ClassVar[dict[str, float]] = {"m_max": 1, "teacher_widths": 1, "steps": 1, "n": 1}
 
     def units(self, p: LandscapeParams) -> list[dict[str, Any]]:
         ws = sorted(p.teacher_widths)

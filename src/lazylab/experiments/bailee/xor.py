@@ -38,7 +38,7 @@ of the target, interpolated log-linearly between grid points. Theory (Sec. 5.2, 
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -217,13 +217,9 @@ class Xor(Experiment):
     robustness_axes = {"m": [320, 480, 960], "target": [0.2, 0.25, 0.3]}
     smoke = {"ds": [6, 8, 10, 12, 14], "n_min": 8, "n_max": 512, "n_test": 300}
 
-    def cost(self, p: XorParams, scale: str = "quick") -> tuple[float, float | None]:
-        """Cost guard: the unit-count estimate times the growth of each size (exponents
-        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
-        from lazylab.experiments.sizing import scaled_cost
-
-        sizes = {"m": 1, "steps": 1, "n_max": 1, "ds": 1}
-        return scaled_cost(self, p, scale, sizes)
+    # Cost guard: the unit-count estimate times the growth of each size, a lower bound
+    # (lazylab.experiments.sizing.scaled_cost).
+    cost_sizes: ClassVar[dict[str, float]] = {"m": 1, "steps": 1, "n_max": 1, "ds": 1}
 
     def units(self, p: XorParams) -> list[dict[str, Any]]:
         return [{"d": d} for d in p.ds]

@@ -93,7 +93,6 @@ class SamplesExperiment(Experiment):
         """Refuse a d outside :attr:`quick_d_range` at quick scale, else the unit-count
         estimate times the growth of each size (a lower bound)."""
         from lazylab.errors import InputError
-        from lazylab.experiments.sizing import scaled_cost
 
         lo, hi = self.quick_d_range
         if scale == "quick" and not lo <= p.d <= hi:
@@ -102,7 +101,7 @@ class SamplesExperiment(Experiment):
                 f"{p.d}. Its SGD step count is fixed, so the sample horizon n/d shrinks with d "
                 f"and its claims were checked only in that range. Use --scale paper (with "
                 f"--set d=... and sgd_steps=...) for other d")
-        return scaled_cost(self, p, scale, self.cost_sizes)
+        return super().cost(p, scale)
 
     def problem(self, p: SamplesParams) -> C.Problem:
         raise NotImplementedError

@@ -23,7 +23,7 @@ matches n xi_1 + gamma.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -88,13 +88,9 @@ class Spectrum(Experiment):
         "gram-top": "the top d Gram eigenvalues sit at n xi_1 + gamma_{>1}",
     }
 
-    def cost(self, p: SpectrumParams, scale: str = "quick") -> tuple[float, float | None]:
-        """Cost guard: the unit-count estimate times the growth of each size (exponents
-        below; a lower bound: :func:`lazylab.experiments.sizing.scaled_cost`)."""
-        from lazylab.experiments.sizing import scaled_cost
-
-        sizes = {"N": 1, "m": 1, "m_gram": 1}
-        return scaled_cost(self, p, scale, sizes)
+    # Cost guard: the unit-count estimate times the growth of each size, a lower bound
+    # (lazylab.experiments.sizing.scaled_cost).
+    cost_sizes: ClassVar[dict[str, float]] = {"N": 1, "m": 1, "m_gram": 1}
 
     def units(self, p: SpectrumParams) -> list[dict[str, Any]]:
         return [{"pane": "Sigma-hat"}, {"pane": "Gram"}]
