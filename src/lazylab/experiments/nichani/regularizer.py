@@ -30,6 +30,17 @@ to ~0), and their test loss still fell by 0.03-0.05 per 0.2 in log_d(eta t) at 3
 steps, the earlier default: the ``ordering`` claim then compared unfinished runs); with 8000
 steps every member's final test loss changes by < 0.01 over the last 0.25 in log_d(eta t).
 
+Known quick-scale failures (measured, not tuned away). ``ntk-level``: the lambda3 = 0 run is
+f_L + f_Q, not the NTK; GD breaks the pairing w_{r+m/2} = -w_r along the f_Q gradient, so f_Q
+learns part of the degree-2 signal, a finite-width drift below the f_L-only (= NTK ridgeless)
+fit. Four data/init draws at d = 20: drift -0.083 on average at m = 2000, -0.036 at m = 8000
+(O(m^-1/2)); d = 30, m = 2000 (n/B(d,2) = 0.35, closer to the paper's 0.2) does not help:
+lambda3 = 0 ends at 0.42-0.45 against the level 0.604 (f_L only 0.51-0.54). The paper runs at
+the same m/d = 100 and its own Fig. 1 ends at ~0.5 against ||P_>1 f*||^2 = 0.65, outside the
+12% allowance too. A larger quick d therefore does not restore the claim, and m = 400 d costs 4x
+the quick budget. ``ordering`` with three seeds: at k = 1 f_Q alone can fit the rank-one linear
+part (Remark 1, spec C16), and in one of three seeds it nearly matches the best R3 run.
+
 Normalization of R3 (spec Sec. 8, item 17, resolved): here R3 = |U2^T f_L|^2 / n (the mean over
 the training set, as eq. (18) and the authors' code write it). The paper's Fig. 1 plots
 n times this quantity: at d = 100, n = 1000 our lambda3 = 0 run ends at R3 = 0.386, theirs at
