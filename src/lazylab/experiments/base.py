@@ -454,6 +454,13 @@ class Experiment(ABC):
         n = len(self.units(p))
         return per_seed * (n / base if base else 1.0)
 
+    def anchor(self, scale: str) -> tuple[ExperimentParams, float]:
+        """``(parameters, seconds per seed)`` a size-based cost model scales from: the scale's
+        own defaults and ``est_seconds[scale] / default_seeds[scale]`` (quick's for a scale
+        without an estimate), so the estimate at a scale's defaults is its ``est_seconds``."""
+        ref = scale if scale in self.est_seconds else "quick"
+        return self.resolve(ref), self.est_seconds[ref] / max(1, self.default_seeds.get(ref, 1))
+
     def peak_bytes(self, p: ExperimentParams) -> float | None:
         """Peak memory of one unit at ``p`` in bytes, where a model is known (default: None)."""
         return None

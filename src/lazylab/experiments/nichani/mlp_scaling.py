@@ -115,12 +115,13 @@ class MlpScaling(Experiment):
             raise InputError(f"--set ds: must be distinct integers >= 2; got {p.ds}")
 
     def cost(self, p: MlpScalingParams, scale: str = "quick") -> tuple[float, float | None]:
-        """~ steps x width x sum over d of d^3 x (the i-grid up to the first hits)."""
-        q = self.resolve("quick")
+        """~ steps x width x sum over d of d^3 x (the i-grid up to the first hits), scaled
+        from the scale's own estimate (:meth:`Experiment.anchor`)."""
+        q, per_seed = self.anchor(scale)
 
         def work(pp: MlpScalingParams) -> float:
             return pp.steps * pp.width * sum(d**3 for d in pp.ds) * sum(pp.i_grid[:5])
-        return self.est_seconds["quick"] * work(p) / work(q), None
+        return per_seed * work(p) / work(q), None
 
     def units(self, p: MlpScalingParams) -> list[dict[str, Any]]:
         return [{"d": int(d)} for d in p.ds]

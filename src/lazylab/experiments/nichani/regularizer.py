@@ -175,15 +175,16 @@ class Regularizer(Experiment):
                              f"{p.n_exponent:g})); got {nk}")
 
     def cost(self, p: RegularizerParams, scale: str = "quick") -> tuple[float, float | None]:
-        """~ (B + 2) n m d steps, B = len(lam3); calibrated on the quick default (45 s; 49 CPU
-        s measured with one thread, 82 s wall on the loaded shared machine)."""
+        """~ (B + 2) n m d steps, B = len(lam3), scaled from the scale's own estimate
+        (:meth:`Experiment.anchor`; quick 45 s: 49 CPU s measured with one thread, 82 s wall on
+        the loaded shared machine; paper: one GPU)."""
         n, _ = self.sizes(p)
-        q = self.resolve("quick")
+        q, per_seed = self.anchor(scale)
         nq, _ = self.sizes(q)
         work = (len(p.lam3) + 2) * n * p.m * p.d * p.steps
         ref = (len(q.lam3) + 2) * nq * q.m * q.d * q.steps
         per_byte = 4 * (len(p.lam3) + 2) * n * p.m * 6
-        return self.est_seconds["quick"] * work / ref, float(per_byte)
+        return per_seed * work / ref, float(per_byte)
 
     # ---- computation -----------------------------------------------------------------------
     def units(self, p: RegularizerParams) -> list[dict[str, Any]]:
