@@ -87,6 +87,11 @@ def bench(n: int, d: int, m: int, device: torch.device, dtype: torch.dtype, repe
             "share_library": flops / step_lib / rate, "share_bare": flops / med["bare"] / rate}
 
 
+#: A share above 1 is impossible (the GEMMs alone reach the roofline): the medians were
+#: disturbed, e.g. by other jobs on the device; the row says so instead of reporting it.
+INVALID = "  INVALID: share > 1, timing disturbed (other jobs on the device?); rerun when idle"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", action="append", default=None,
@@ -108,7 +113,8 @@ def main() -> None:
         rows.append(r)
         print(f"n={n:6d} d={d:4d} m={m:6d}: GEMM {r['gemm_gflops']:8.1f} GFLOP/s | GD step "
               f"via fit {r['step_library_s'] * 1e3:9.1f} ms = {r['share_library']:.2f} of "
-              f"roofline | bare step {r['step_bare_s'] * 1e3:9.1f} ms = {r['share_bare']:.2f}",
+              f"roofline | bare step {r['step_bare_s'] * 1e3:9.1f} ms = {r['share_bare']:.2f}"
+              + (INVALID if max(r["share_library"], r["share_bare"]) > 1.05 else ""),
               flush=True)
     record("gd_step", {"dtype": args.dtype, "sizes": rows,
                        "min_share_library": min(r["share_library"] for r in rows),
