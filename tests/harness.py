@@ -34,7 +34,6 @@ class Run:
     results: Results
     claims: dict[str, Claim]
     prep: Any = None
-    seconds: float = 0.0
 
     def reclaim(self, results: Results) -> dict[str, Claim]:
         """The claims recomputed on another (e.g. tilted) results table."""
