@@ -42,7 +42,7 @@ from pydantic import Field
 from torch import nn
 
 from lazylab.data.real import DatasetNotFound, find_dataset, load_dataset
-from lazylab.device import row_blocks
+from lazylab.device import block_elems
 from lazylab.errors import DataNotFound
 from lazylab.experiments import register
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
@@ -278,11 +278,10 @@ class TaylorExperiment(Experiment):
 def _predict(model: nn.Module, X: torch.Tensor, act_elems: int, chunk: int = 1024
              ) -> torch.Tensor:
     """Model outputs (n,) in row blocks of at most ``chunk`` examples, fewer where the memory
-    budget of the device (:func:`lazylab.device.row_blocks`) requires: an example holds about
+    budget of the device (:func:`lazylab.device.block_elems`) requires: an example holds about
     ``act_elems`` float32 activations per layer, times 8 for the primal, the two nested jvp
     tangents of the quadratic Taylor model and temporaries. (The paper's CNN at width 512 on
     28 x 28 images needs 13 MB an example: 1024 at once took 46 GB of a GPU.)"""
-    rows = row_blocks(len(X), 8 * act_elems, X.device, itemsize=4)
-    size = min(chunk, rows[0].stop - rows[0].start) if rows else chunk
+    size = min(chunk, max(1, block_elems(X.device, itemsize=4) // (8 * act_elems)))
     outs = [model(X[i:i + size]).reshape(-1) for i in range(0, len(X), size)]
     return torch.cat(outs).detach()
