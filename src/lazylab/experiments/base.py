@@ -445,12 +445,11 @@ class Experiment(ABC):
         """``est_seconds[scale]`` (which covers ``default_seeds[scale]`` seeds) divided by those
         seeds and scaled by the ratio of the number of work units at ``p`` to the number at the
         scale's own parameters."""
-        est = float(self.est_seconds.get(scale, max(self.est_seconds.values(), default=60.0)))
-        per_seed = est / max(1, self.default_seeds.get(scale, 1))
         try:
-            base = len(self.units(self.resolve(scale)))
+            ref, per_seed = self.anchor(scale)
+            base = len(self.units(ref))
         except (ValueError, KeyError):
-            base = 0
+            per_seed, base = float(self.est_seconds.get(scale, 60.0)), 0
         n = len(self.units(p))
         return per_seed * (n / base if base else 1.0)
 
