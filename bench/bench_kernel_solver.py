@@ -29,6 +29,7 @@ import time
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
 from _results import record
 from lazylab.device import resolve_device
@@ -36,6 +37,8 @@ from lazylab.kernels import ntk
 from lazylab.solve import kernel_regression
 
 N_CLASSES = 10
+#: Largest n at which scipy's multithreaded OpenBLAS Cholesky was seen to run on a 2-core CPU.
+SKLEARN_SAFE_N = 14_000
 
 
 def _unit(X: torch.Tensor) -> torch.Tensor:
@@ -161,11 +164,17 @@ def main() -> None:
         K = ntk(X.double())
         Kt = ntk(Xt.double(), X.double())
         t_kernel = time.perf_counter() - t0
+        # scipy's bundled OpenBLAS segfaults in its multithreaded Cholesky (dposv) on this
+        # 2-core CPU from n ~ 15000 (n = 14000 runs, 16000 crashes; one thread runs; cf.
+        # OpenMathLib/OpenBLAS#2821): there, scikit-learn gets one BLAS thread, which slows it.
+        sk_threads = 1 if device.type == "cpu" and m > SKLEARN_SAFE_N else None
         t0 = time.perf_counter()
-        kr = KernelRidge(alpha=args.ridge, kernel="precomputed").fit(K.numpy().copy(),
-                                                                     Y.numpy())
-        e_sk = error(torch.from_numpy(kr.predict(Kt.numpy())), yt)
+        with threadpool_limits(limits=sk_threads, user_api="blas"):
+            kr = KernelRidge(alpha=args.ridge, kernel="precomputed").fit(K.numpy().copy(),
+                                                                         Y.numpy())
+            e_sk = error(torch.from_numpy(kr.predict(Kt.numpy())), yt)
         t_sk = time.perf_counter() - t0 + t_kernel
+        del kr
         t0 = time.perf_counter()
         K.diagonal().add_(args.ridge)
         L = torch.linalg.cholesky(K)
@@ -176,11 +185,12 @@ def main() -> None:
               f"{fit.info.iterations} it), sklearn KernelRidge {e_sk:.4f} ({t_sk:.1f} s), "
               f"Cholesky {e_ch:.4f} ({t_ch:.1f} s); |ours - direct| = "
               f"{abs(e_ours - e_ch) * 100:.2f} points (target <= 1); time ratios sklearn/ours "
-              f"{t_sk / t_ours:.2f}, cholesky/ours {t_ch / t_ours:.2f}")
+              f"{t_sk / t_ours:.2f}, cholesky/ours {t_ch / t_ours:.2f}"
+              + (" (sklearn on 1 BLAS thread)" if sk_threads == 1 else ""))
         out["compare"] = {"n": m, "data": cdata, "error_ours": e_ours, "error_sklearn": e_sk,
                           "error_cholesky": e_ch, "seconds_ours": t_ours,
                           "seconds_sklearn": t_sk, "seconds_cholesky": t_ch,
-                          "iterations": fit.info.iterations,
+                          "iterations": fit.info.iterations, "sklearn_blas_threads": sk_threads,
                           "ratio_sklearn_over_ours": t_sk / t_ours,
                           "ratio_cholesky_over_ours": t_ch / t_ours}
     name = f"kernel_solver_{data}_n{n}" if not args.skip_large else "kernel_solver_compare"
