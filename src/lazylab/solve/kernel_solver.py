@@ -217,8 +217,8 @@ class NystromPreconditioner:
         del L
         FtF = torch.zeros(r, r, dtype=torch.float64, device=C.device)
         # a block's C[sl].double(), its product and the float32 copy back (2.5 float64
-        # blocks) share half a memory block: sized for one block each, they added ~0.6 GB to
-        # the peak at n = 10^5, r = 2000 on CPU (2.34 GB measured, target < 2 GB)
+        # blocks) fit in half a memory block; at one memory block per temporary they added
+        # ~0.6 GB to the peak at n = 10^5, r = 2000 on CPU (2.34 GB measured, target < 2 GB)
         blocks = K.row_slices(r, temporaries=6)
         for sl in blocks:                                    # F = C L^-T, in place
             Fb = C[sl].double() @ LinvT
