@@ -32,8 +32,8 @@ sizes.
   ridgeless) fit, O(m^-1/2). Four data/init draws at d = 20 gave -0.083 on average at m = 2000
   and -0.036 at m = 8000. ``ntk-level`` allows 12% of the level (0.069), so m must be >= ~5500;
   m = 7000 keeps the drift at ~0.044, 64% of the allowance (measured at m = 6000, 8000 and
-  10000: every claim held, docs/robustness.md). (The earlier default m = 2000, m/d = 100 as
-  in the paper, failed ``ntk-level`` at 1 seed: 0.405 vs 0.576 +- 0.123.)
+  10000 with one seed each: every claim held, docs/robustness.md). (The earlier default
+  m = 2000, m/d = 100 as in the paper, failed ``ntk-level`` at 1 seed: 0.405 vs 0.576 +- 0.123.)
 - Time. Train past interpolation until every member's final test loss changes by < 0.01 over
   the last 0.25 in log_d(eta t), as the paper's runs are (train loss ~ 0 at log_d t ~ 2.1 of
   its 2.15). At m = 8000 the regularized runs escape later: with eta = 2 (log_d(eta t) <= 3.23)
