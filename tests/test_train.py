@@ -345,3 +345,27 @@ def test_stop_callback_ends_training_at_a_logged_step() -> None:
     assert torch.equal(m1.weight, m2.weight)
     with pytest.raises(ValueError, match="stop"):
         fit_(m2, data=data, lr=0.05, steps=1, stop=3)
+
+
+def test_eval_rows_gives_the_full_data_loss_in_blocks() -> None:
+    """The full-data loss from predictions in row blocks (eval_rows) equals the one-block
+    loss to 1e-12, and the blocks really are bounded: no forward sees more than eval_rows."""
+    F, y = _problem(23, 4, 5)
+    sizes: list[int] = []
+
+    def forward(model: nn.Module, Xb: torch.Tensor) -> torch.Tensor:
+        sizes.append(len(Xb))
+        return model(Xb)
+
+    runs = []
+    for rows in (None, 5):
+        sizes.clear()
+        h = fit(Linear(4), data=(F, y), optimizer="sgd", batch_size=4, lr=0.05, steps=12,
+                log_steps=[0, 6, 12], generator=torch.Generator().manual_seed(3),
+                forward=forward, eval_rows=rows)
+        runs.append((h.train_loss, max(sizes)))
+    (full, biggest_full), (blocked, biggest_blocked) = runs
+    assert biggest_full == 23 and biggest_blocked == 5
+    np.testing.assert_allclose(blocked, full, rtol=1e-12, atol=0)
+    with pytest.raises(ValueError, match="eval_rows"):
+        fit(Linear(4), data=(F, y), optimizer="gd", lr=0.1, steps=1, eval_rows=0)

@@ -177,6 +177,7 @@ class TaylorExperiment(Experiment):
         net = image_net(p.arch, shape, p.width, generator=sub_generator(seed, "init", device))
         # widest activation of one example: the first conv layer's (width, h, w), else width
         act = p.width * (shape[1] * shape[2] if p.arch == "cnn" else 1)
+        rows_eval = _block_rows(Xtr, act, chunk=len(Xtr))
         models = {LIN: TaylorModel(net, 1), QUAD: TaylorModel(net, 2), FULL: net}
         steps_per_epoch = -(-p.n_train // p.batch_size)
         steps = p.epochs * steps_per_epoch
@@ -193,7 +194,8 @@ class TaylorExperiment(Experiment):
 
             hist[name] = fit(model, data=(Xtr, ytr.unsqueeze(1)), optimizer="sgd",
                              batch_size=p.batch_size, lr=p.lr, steps=steps, log_steps=log_steps,
-                             eval_fn=evaluate, generator=sub_generator(seed, "batches", device))
+                             eval_fn=evaluate, generator=sub_generator(seed, "batches", device),
+                             eval_rows=rows_eval)
         rows: list[dict[str, Any]] = []
         for name, h in hist.items():
             for i, step in enumerate(h.steps):
@@ -275,13 +277,18 @@ class TaylorExperiment(Experiment):
         return fig
 
 
-def _predict(model: nn.Module, X: torch.Tensor, act_elems: int, chunk: int = 1024
-             ) -> torch.Tensor:
-    """Model outputs (n,) in row blocks of at most ``chunk`` examples, fewer where the memory
-    budget of the device (:func:`lazylab.device.block_elems`) requires: an example holds about
-    ``act_elems`` float32 activations per layer, times 8 for the primal, the two nested jvp
-    tangents of the quadratic Taylor model and temporaries. (The paper's CNN at width 512 on
-    28 x 28 images needs 13 MB an example: 1024 at once took 46 GB of a GPU.)"""
-    size = min(chunk, max(1, block_elems(X.device, itemsize=4) // (8 * act_elems)))
+def _block_rows(X: torch.Tensor, act_elems: int, chunk: int = 1024) -> int:
+    """Examples per forward block: at most ``chunk``, fewer where the memory budget of the
+    device (:func:`lazylab.device.block_elems`) requires: an example holds about ``act_elems``
+    float32 activations per layer, times 8 for the primal, the two nested jvp tangents of the
+    quadratic Taylor model and temporaries. (The paper's CNN at width 512 on 28 x 28 images
+    needs 13 MB an example: 1024 at once took 46 GB of a GPU, and the full-data train loss over
+    10^4 images asked for 15 GiB more than an 80 GB card had.)"""
+    return min(chunk, max(1, block_elems(X.device, itemsize=4) // (8 * act_elems)))
+
+
+def _predict(model: nn.Module, X: torch.Tensor, act_elems: int) -> torch.Tensor:
+    """Model outputs (n,) in row blocks of :func:`_block_rows` examples."""
+    size = _block_rows(X, act_elems)
     outs = [model(X[i:i + size]).reshape(-1) for i in range(0, len(X), size)]
     return torch.cat(outs).detach()
