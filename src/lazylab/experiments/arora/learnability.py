@@ -37,7 +37,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import torch
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 from pydantic import Field, field_validator
 
 from lazylab.data import random_labels
@@ -320,9 +320,11 @@ class Learnability(Experiment):
         ax.set_yscale("log")
         _readable_log(ax)
         ax.set_xticks(sample_sizes(p), [str(n) for n in sample_sizes(p)])
+        # only the sample sizes are labelled: the 1-2-5 minor labels would overprint them
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("Number of samples n")
         ax.set_ylabel(r"$\sqrt{y^\top (H^\infty)^{-1} y}$")
-        ax.set_title(f"{C.dataset_title(p)}: y = (beta.x)^p vs random labels", fontsize=9)
+        ax.set_title(f"{C.dataset_title(p)}:\ny = (beta.x)^p vs random labels", fontsize=9)
         ax.legend(fontsize=7, frameon=False, loc="upper left", ncol=2)
         x, mean, _, _ = results.series(EXPECTATION, "rkhs_norm", kind="theory")
         if len(x):
@@ -347,7 +349,7 @@ class Learnability(Experiment):
         ax2.set_xlabel(r"$\sqrt{y^\top (H^\infty)^{-1} y}$ at n = n_train")
         ax2.set_ylabel(r"$\|W(K) - W(0)\|_F$")
         init = "symmetric" if p.init == "symmetric" else "Gaussian"
-        ax2.set_title(f"distance from init (n = {p.n_train}, m = {p.width}, {init}, "
+        ax2.set_title(f"distance from init\n(n = {p.n_train}, m = {p.width}, {init}, "
                       f"kappa = {p.kappa:g})", fontsize=9)
         if ax2.get_legend_handles_labels()[0]:
             ax2.legend(fontsize=7, frameon=False, loc="upper left")
