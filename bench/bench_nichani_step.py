@@ -25,6 +25,7 @@ from lazylab.device import resolve_device
 from lazylab.models.nichani import TaylorFeatures, nichani_net
 from lazylab.seeding import torch_generator
 from lazylab.train.nichani import R3Empirical, taylor_step_grad
+from lazylab.train.nichani.gd import fused_path
 
 
 def main() -> None:
@@ -77,9 +78,12 @@ def main() -> None:
         else f"cuBLAS ({torch.cuda.get_device_name(device)})"
     print(f"device={device} d={d} n={n} m={m} B={B} dtype={X.dtype} "
           f"threads={torch.get_num_threads()} repeats={args.repeats} (interleaved; medians)")
+    fused = fused_path(device) is not None
+    elementwise = ("elementwise work fused by torch.compile (two kernels)" if fused else
+                   "in-place elementwise passes (torch.matmul out=)")
     print(f"path: step = lazylab.train.nichani.taylor_step_grad, batched over B with a reused "
-          f"workspace (torch.matmul out=, in-place elementwise); baseline = the same two "
-          f"batched torch.matmul calls alone; BLAS: {blas}")
+          f"workspace, {elementwise}; baseline = the same two batched torch.matmul calls "
+          f"alone; BLAS: {blas}")
     print(f"two bare GEMMs (Z, pull-back)  : {t_gemm * 1e3:9.2f} ms (median)")
     print(f"GD step f_L + f_Q + lam3 R3    : {t_step * 1e3:9.2f} ms (median)")
     print(f"ratio step / GEMMs             : {t_step / t_gemm:9.3f}   (median of per-repeat "
@@ -90,7 +94,8 @@ def main() -> None:
                                     "gemm_ms": t_gemm * 1e3, "step_ms": t_step * 1e3,
                                     "ratio": t_step / t_gemm, "median_ratio": ratio,
                                     "target_ratio": 2.0, "loop_ms": t_loop * 1e3,
-                                    "loop_over_batched": t_loop / t_batch}, device)
+                                    "loop_over_batched": t_loop / t_batch,
+                                    "fused_elementwise": fused}, device)
 
 
 if __name__ == "__main__":

@@ -318,3 +318,26 @@ def test_batched_training_equals_separate_runs():
         torch.testing.assert_close(batched.W[b], one.W[0], rtol=1e-10, atol=1e-12)
     # GD decreases the training loss on f_L + f_Q
     assert batched.metrics["train_loss"][-1, 0] < batched.metrics["train_loss"][0, 0]
+
+
+def test_fused_step_branch_equals_the_buffered_step(monkeypatch):
+    """The GPU's fused branch of taylor_step_grad (here with the uncompiled functions that
+    torch.compile fuses) gives the buffered path's gradient, f and f_L to 1e-12 in float64,
+    with masks and R3; and the fused path is never selected on a CPU."""
+    from lazylab.train.nichani import gd
+
+    assert gd.fused_path(torch.device("cpu")) is None
+    net, X, g = _setup(d=8, m=40, n=30)
+    feats = TaylorFeatures.of(net, X)
+    y = torch.randn(X.shape[0], generator=g, dtype=F64)
+    r3 = R3Empirical.build(feats, 9)
+    W = 0.3 * torch.randn(3, net.width, net.d, generator=g, dtype=F64)
+    lam = torch.tensor([0.5, 0.0, 2.0], dtype=F64)
+    ml = torch.tensor([[1.0], [1.0], [0.0]], dtype=F64)
+    mq = torch.tensor([[1.0], [0.0], [1.0]], dtype=F64)
+    ref = [t.clone() for t in taylor_step_grad(feats, W, y, lam, r3, ml=ml, mq=mq, work={})]
+    monkeypatch.setattr(gd, "fused_path", lambda device: (gd._forward_terms,
+                                                          gd._pullback_weights))
+    got = taylor_step_grad(feats, W, y, lam, r3, ml=ml, mq=mq, work={})
+    for a, b in zip(got, ref, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
