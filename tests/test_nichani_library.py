@@ -336,8 +336,15 @@ def test_fused_step_branch_equals_the_buffered_step(monkeypatch):
     ml = torch.tensor([[1.0], [1.0], [0.0]], dtype=F64)
     mq = torch.tensor([[1.0], [0.0], [1.0]], dtype=F64)
     ref = [t.clone() for t in taylor_step_grad(feats, W, y, lam, r3, ml=ml, mq=mq, work={})]
-    monkeypatch.setattr(gd, "fused_path", lambda device: (gd._forward_terms,
-                                                          gd._pullback_weights))
+    calls = []
+
+    def forward(*a):
+        calls.append("forward")
+        return gd._forward_terms(*a)
+
+    monkeypatch.setattr(gd, "fused_path", lambda device: (forward, gd._pullback_weights))
+    monkeypatch.setattr(gd, "FUSE_MIN_ELEMS", 1)
     got = taylor_step_grad(feats, W, y, lam, r3, ml=ml, mq=mq, work={})
+    assert calls == ["forward"], "the fused branch ran"
     for a, b in zip(got, ref, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
