@@ -129,6 +129,44 @@ def test_report_rebuilds_without_recomputing(reference):
     assert (d / "toy-mean.png").is_file() and (out / "report.md").is_file()
 
 
+def test_report_uses_the_stored_theory_rows(reference, monkeypatch, tmp_path):
+    """The run stores its theory rows; ``report`` reuses them (theory() is not called, the
+    results are byte-identical), ``--recompute-theory`` computes them again, and a store
+    without them (an older lazylab) gets them computed and stored by the rebuild."""
+    import shutil
+
+    out, _ = reference
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    d = copy / "toy-mean"
+    before = (d / "results.csv").read_bytes()
+    h = json.loads((d / "config.json").read_text())["config_hash"]
+    with Store(copy / STORE_NAME) as st:
+        stored = st.theory("toy-mean", h)
+    assert stored and all(r["kind"] == "theory" for r in stored)
+    calls = []
+    original = ToyMean.theory
+
+    def counted(self, p):
+        calls.append(1)
+        return original(self, p)
+
+    monkeypatch.setattr(ToyMean, "theory", counted)
+    assert cli("report", str(copy)).exit_code == 0 and calls == []
+    assert (d / "results.csv").read_bytes() == before
+    assert cli("report", str(copy), "--recompute-theory").exit_code == 0 and calls == [1]
+    assert (d / "results.csv").read_bytes() == before
+    with Store(copy / STORE_NAME) as st:
+        st._con.execute("DELETE FROM theory")
+    assert cli("report", str(copy)).exit_code == 0 and calls == [1, 1]
+    with Store(copy / STORE_NAME) as st:
+        assert st.theory("toy-mean", h) == stored
+        st._con.execute("UPDATE theory SET rows = '[]'")
+    res = cli("report", str(copy))
+    assert res.exit_code == 2 and "fail their checksum" in res.stderr
+    assert "Traceback" not in res.output
+
+
 BAD = [
     (("reproduce", "nope"), "unknown experiment or paper 'nope'"),
     (("reproduce", "toy-mea"), "did you mean toy-mean"),

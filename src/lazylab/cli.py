@@ -563,7 +563,10 @@ def _run_all(specs: Sequence[RunSpec], out: Path, *, resume: bool, fresh: bool, 
 
 @app.command()
 def report(out_dir: Annotated[str, typer.Argument(
-        metavar="DIR", help="An output directory of `lazylab reproduce`.")]) -> None:
+        metavar="DIR", help="An output directory of `lazylab reproduce`.")],
+        recompute_theory: Annotated[bool, typer.Option(
+            "--recompute-theory", help="Compute the theory rows again (after a change to an "
+            "experiment's theory) instead of using the ones the run stored.")] = False) -> None:
     """Rebuild results, claims, figures and the report from stored units (no recomputation)."""
     with _guard():
         if not out_dir.strip():
@@ -586,7 +589,8 @@ def report(out_dir: Annotated[str, typer.Argument(
         matplotlib.use("Agg")
         err = _err()
         rebuilt = rebuild(path, warn=lambda m: err.print(f"[yellow]warning:[/] {escape(m)}",
-                                                         soft_wrap=True))
+                                                         soft_wrap=True),
+                          recompute_theory=recompute_theory)
         console = _out()
         if rebuilt:
             console.print(_verdict_table(list(rebuilt.items())))

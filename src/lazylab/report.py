@@ -41,6 +41,7 @@ from lazylab.store import STORE_NAME, Store
 __all__ = [
     "OUTPUT_FILES",
     "collect_rows",
+    "theory_rows",
     "environment",
     "finish_experiment",
     "git_revision",
@@ -92,15 +93,24 @@ def _scalar(v: Any) -> Any:
     raise TypeError(f"result rows may only hold numbers and strings, got {type(v).__name__}")
 
 
+def theory_rows(exp: Experiment, p: ExperimentParams, prep: Any = None,
+                with_prep: bool = False) -> list[dict[str, Any]]:
+    """The experiment's checked theory rows (``theory(p, prep=prep)`` when ``with_prep``: the
+    experiment overrides ``prepare``)."""
+    kw = {"prep": prep} if with_prep else {}
+    return tidy_rows(exp.theory(p, **kw), kind="theory", where=f"{exp.id}.theory")
+
+
 def collect_rows(exp: Experiment, p: ExperimentParams, seeds: int,
                  stored: Mapping[tuple[str, int], list[dict[str, Any]]],
                  prep: Any = None, with_prep: bool = False,
+                 theory: list[dict[str, Any]] | None = None,
                  ) -> tuple[list[dict[str, Any]], int]:
     """The results table from stored unit rows: ``(rows, number of units missing)``.
 
     Simulation rows come in grid order, then seed index (added as ``seed``); theory rows follow
-    with ``seed=None`` (``theory(p, prep=prep)`` when ``with_prep``: the experiment overrides
-    ``prepare``). Missing units are skipped and counted.
+    with ``seed=None``: ``theory`` if given (rows stored by the run), else
+    :func:`theory_rows`. Missing units are skipped and counted.
     """
     rows: list[dict[str, Any]] = []
     missing = 0
@@ -112,8 +122,8 @@ def collect_rows(exp: Experiment, p: ExperimentParams, seeds: int,
                 missing += 1
                 continue
             rows.extend({**r, "seed": s} for r in unit_rows)
-    kw = {"prep": prep} if with_prep else {}
-    theory = tidy_rows(exp.theory(p, **kw), kind="theory", where=f"{exp.id}.theory")
+    if theory is None:
+        theory = theory_rows(exp, p, prep, with_prep)
     rows.extend({**r, "seed": None} for r in theory)
     return rows, missing
 
@@ -226,11 +236,14 @@ def finish_experiment(exp: Experiment, p: ExperimentParams, rows: list[dict[str,
     return claims
 
 
-def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None,
-            ) -> dict[str, list[Claim]]:
+def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None, *,
+            recompute_theory: bool = False) -> dict[str, list[Claim]]:
     """Re-assemble every experiment in ``out_dir`` from its stored units, then the report.
 
-    Nothing is recomputed (except a ``prepare`` step that theory rows need). An experiment
+    Nothing is recomputed: the theory rows are the ones the run stored. They are computed
+    again (with the ``prepare`` step they may need) only with ``recompute_theory`` (after a
+    change to an experiment's theory) or when the store has none (written by an older
+    lazylab). An experiment
     whose units are incomplete, or whose id is no longer registered, keeps its existing files
     and is reported by ``warn``. A ``config.json`` that does not parse, a store fault or a unit
     failing its checksum raises :class:`StoreFault` (exit 2) naming the file. Returns the
@@ -262,17 +275,27 @@ def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None,
             except (KeyError, TypeError, ValueError) as e:
                 raise StoreFault(f"{exp_dir / 'config.json'} is not usable ({e}); rerun "
                                  f"`lazylab reproduce {exp_id} --out {out_dir} --resume`") from None
-            with_prep = type(exp).prepare is not _Base.prepare
-            prep = None
-            if with_prep:
-                import torch
-
-                prep = exp.prepare(p, torch.device("cpu"))
-            rows, missing = collect_rows(exp, p, seeds, stored, prep=prep, with_prep=with_prep)
+            missing = sum(1 for key in exp.units(p) for s in range(seeds)
+                          if (canonical_key(key), s) not in stored)
             if missing:
                 warn(f"{exp_id}: {missing} work unit(s) not stored; finish them with "
                      f"`lazylab reproduce {exp_id} --out {out_dir} --resume`")
                 continue
+            h = str(config["config_hash"])
+            theory = None if recompute_theory else store.theory(exp_id, h)
+            if theory is None:
+                with_prep = type(exp).prepare is not _Base.prepare
+                prep = None
+                if with_prep:
+                    import torch
+
+                    prep = exp.prepare(p, torch.device("cpu"))
+                theory = theory_rows(exp, p, prep, with_prep)
+                try:
+                    store.put_theory(exp_id, h, theory)
+                except StoreFault as e:  # a read-only copy: the rebuild itself still stands
+                    warn(f"{exp_id}: theory rows not stored ({e})")
+            rows, _ = collect_rows(exp, p, seeds, stored, theory=theory)
             rebuilt[exp_id] = finish_experiment(exp, p, rows, exp_dir)
     write_report(out_dir)
     return rebuilt

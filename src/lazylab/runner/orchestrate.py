@@ -128,7 +128,7 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
     hold no unit of this experiment unless ``fresh`` (then they are discarded); with it only
     the units missing from the store are computed. Each finished unit is committed at once.
     """
-    from lazylab.report import OUTPUT_FILES, collect_rows, finish_experiment
+    from lazylab.report import OUTPUT_FILES, collect_rows, finish_experiment, theory_rows
 
     exp = spec.exp
     exp_dir = out_dir / exp.id
@@ -179,9 +179,10 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
             save("interrupted")
             raise
         try:
+            theory = theory_rows(exp, spec.params, prep, uses_prepare(exp))
+            store.put_theory(exp.id, spec.config_hash, theory)
             rows, missing = collect_rows(exp, spec.params, spec.seeds,
-                                         store.units(exp.id, spec.config_hash), prep=prep,
-                                         with_prep=uses_prepare(exp))
+                                         store.units(exp.id, spec.config_hash), theory=theory)
             if missing:  # only if the store was changed under us
                 raise RuntimeError(f"{missing} unit(s) vanished from the store during the run")
             out.claims = finish_experiment(exp, spec.params, rows, exp_dir)
