@@ -91,29 +91,23 @@ def taylor_step_grad(feats: TaylorFeatures, W: torch.Tensor, y: torch.Tensor,
     Z = torch.matmul(X, W.transpose(-1, -2), out=_buf(work, "Z", big, X))  # GEMM 1: X W^T
     fused = fused_path(X.device) if Z.numel() >= FUSE_MIN_ELEMS else None
     if fused is not None:
-        forward, pullback = fused
-        T, fl, fq = forward(Z, feats.D1, feats.D2)
-        f = (fl if ml is None else ml * fl) + (fq if mq is None else mq * fq)
-        c = (2.0 / n) * (f - y)
-        cl = c if ml is None else ml * c
-        cq = c if mq is None else mq * c
-        if r3 is not None and lam3 is not None:
-            cl = cl + lam3.unsqueeze(-1) * (2.0 / n) * r3.project(fl)
-        G = pullback(T, feats.D1, cq, cl)
-        out = _buf(work, "grad", (*W.shape[:-2], feats.m, X.shape[1]), X)
-        return torch.matmul(G.transpose(-1, -2), X, out=out), f, fl   # GEMM 2: G^T X
-    P = torch.mul(Z, feats.D1, out=_buf(work, "P", big, X))
-    fl = P.sum(-1)                                   # f_L = sum_r D1 Z
-    T = torch.mul(Z, feats.D2, out=_buf(work, "T", big, X))
-    fq = 0.5 * torch.mul(T, Z, out=P).sum(-1)        # f_Q = sum_r D2 Z^2 / 2
+        T, fl, fq = fused[0](Z, feats.D1, feats.D2)
+    else:
+        P = torch.mul(Z, feats.D1, out=_buf(work, "P", big, X))
+        fl = P.sum(-1)                                   # f_L = sum_r D1 Z
+        T = torch.mul(Z, feats.D2, out=_buf(work, "T", big, X))
+        fq = 0.5 * torch.mul(T, Z, out=P).sum(-1)        # f_Q = sum_r D2 Z^2 / 2
     f = (fl if ml is None else ml * fl) + (fq if mq is None else mq * fq)
     c = (2.0 / n) * (f - y)
     cl = c if ml is None else ml * c
     cq = c if mq is None else mq * c
     if r3 is not None and lam3 is not None:
         cl = cl + lam3.unsqueeze(-1) * (2.0 / n) * r3.project(fl)
-    # G = diag(cq) D2 * Z + diag(cl) D1, built in place in T (two passes, no new (B, n, m))
-    G = T.mul_(cq.unsqueeze(-1)).addcmul_(feats.D1, cl.unsqueeze(-1))
+    if fused is not None:
+        G = fused[1](T, feats.D1, cq, cl)
+    else:
+        # G = diag(cq) D2 * Z + diag(cl) D1, built in place in T (two passes, no new (B, n, m))
+        G = T.mul_(cq.unsqueeze(-1)).addcmul_(feats.D1, cl.unsqueeze(-1))
     out = _buf(work, "grad", (*W.shape[:-2], feats.m, X.shape[1]), X)
     return torch.matmul(G.transpose(-1, -2), X, out=out), f, fl   # GEMM 2: G^T X
 
