@@ -43,7 +43,12 @@ sizes.
 Known quick-scale failure (measured, not tuned away): ``ordering`` with three seeds. At k = 1
 f_Q alone can fit the rank-one linear part (Remark 1, spec C16), and in one of three seeds it
 nearly matches the best R3 run: per-seed gaps f_Q only - best R3 of 0.180, 0.021, 0.159 (mean
-0.120, 3 SE = 0.150) at m = 8000; at m = 2000, eta = 2: 0.147, 0.018, 0.137. Tried and
+0.120, 3 SE = 0.150) at m = 8000; at m = 2000, eta = 2: 0.147, 0.018, 0.137. Twelve seeds
+at the defaults (2026-11-23, all 7 claims held with 12) give gaps 0.183, 0.023, 0.162, 0.178,
+0.431, 0.458, 0.206, 0.150, 0.256, 0.218, 0.181, 0.082: positive in every draw, mean 0.211,
+sd 0.125. A paired 3 SE test on 3 seeds needs mean/sd >= 1.73, so it has about even power
+(128 of the 220 three-seed subsets of these 12 pass), and seeds 0-2 hold the weakest draw
+(seed 1: best R3 0.351, f_Q only 0.374): a power problem of n = 89, not a reversal. Tried and
 rejected: d = 30 (n/B(d, 2) = 0.35, nearer the paper's 0.2) at m = 1000, 16000 steps. It widens
 the gaps (0.35, 0.09, 0.19) but still fails with three seeds (0.208 vs 3 SE 0.222), and its m/d
 = 33 strengthens the f_Q drift (lambda3 = 0 ends at 0.30-0.47 against the level 0.604). At
