@@ -103,14 +103,12 @@ def theory_rows(exp: Experiment, p: ExperimentParams, prep: Any = None,
 
 def collect_rows(exp: Experiment, p: ExperimentParams, seeds: int,
                  stored: Mapping[tuple[str, int], list[dict[str, Any]]],
-                 prep: Any = None, with_prep: bool = False,
-                 theory: list[dict[str, Any]] | None = None,
-                 ) -> tuple[list[dict[str, Any]], int]:
+                 theory: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
     """The results table from stored unit rows: ``(rows, number of units missing)``.
 
-    Simulation rows come in grid order, then seed index (added as ``seed``); theory rows follow
-    with ``seed=None``: ``theory`` if given (rows stored by the run), else
-    :func:`theory_rows`. Missing units are skipped and counted.
+    Simulation rows come in grid order, then seed index (added as ``seed``); the ``theory``
+    rows (:func:`theory_rows`, or the ones the run stored) follow with ``seed=None``. Missing
+    units are skipped and counted.
     """
     rows: list[dict[str, Any]] = []
     missing = 0
@@ -122,8 +120,6 @@ def collect_rows(exp: Experiment, p: ExperimentParams, seeds: int,
                 missing += 1
                 continue
             rows.extend({**r, "seed": s} for r in unit_rows)
-    if theory is None:
-        theory = theory_rows(exp, p, prep, with_prep)
     rows.extend({**r, "seed": None} for r in theory)
     return rows, missing
 
@@ -275,8 +271,7 @@ def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None, *,
             except (KeyError, TypeError, ValueError) as e:
                 raise StoreFault(f"{exp_dir / 'config.json'} is not usable ({e}); rerun "
                                  f"`lazylab reproduce {exp_id} --out {out_dir} --resume`") from None
-            missing = sum(1 for key in exp.units(p) for s in range(seeds)
-                          if (canonical_key(key), s) not in stored)
+            rows, missing = collect_rows(exp, p, seeds, stored, theory=[])
             if missing:
                 warn(f"{exp_id}: {missing} work unit(s) not stored; finish them with "
                      f"`lazylab reproduce {exp_id} --out {out_dir} --resume`")
@@ -295,7 +290,7 @@ def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None, *,
                     store.put_theory(exp_id, h, theory)
                 except StoreFault as e:  # a read-only copy: the rebuild itself still stands
                     warn(f"{exp_id}: theory rows not stored ({e})")
-            rows, _ = collect_rows(exp, p, seeds, stored, theory=theory)
+            rows.extend({**r, "seed": None} for r in theory)
             rebuilt[exp_id] = finish_experiment(exp, p, rows, exp_dir)
     write_report(out_dir)
     return rebuilt
