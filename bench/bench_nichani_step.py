@@ -25,7 +25,7 @@ from lazylab.device import resolve_device
 from lazylab.models.nichani import TaylorFeatures, nichani_net
 from lazylab.seeding import torch_generator
 from lazylab.train.nichani import R3Empirical, taylor_step_grad
-from lazylab.train.nichani.gd import FUSE_MIN_ELEMS, fused_path
+from lazylab.train.nichani.gd import fused_for
 
 
 def main() -> None:
@@ -78,7 +78,7 @@ def main() -> None:
         else f"cuBLAS ({torch.cuda.get_device_name(device)})"
     print(f"device={device} d={d} n={n} m={m} B={B} dtype={X.dtype} "
           f"threads={torch.get_num_threads()} repeats={args.repeats} (interleaved; medians)")
-    fused = fused_path(device) is not None and B * n * m >= FUSE_MIN_ELEMS
+    fused = fused_for(device, B * n * m) is not None
     elementwise = ("elementwise work fused by torch.compile (two kernels)" if fused else
                    "in-place elementwise passes (torch.matmul out=)")
     print(f"path: step = lazylab.train.nichani.taylor_step_grad, batched over B with a reused "

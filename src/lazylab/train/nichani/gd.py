@@ -34,7 +34,7 @@ import torch
 from lazylab.models.nichani.network import TaylorFeatures
 from lazylab.train.nichani.regularizers import R3Empirical
 
-__all__ = ["TaylorRun", "fused_path", "taylor_step_grad", "train_taylor"]
+__all__ = ["TaylorRun", "fused_for", "fused_path", "taylor_step_grad", "train_taylor"]
 
 TERMS = ("L", "Q")
 
@@ -89,7 +89,7 @@ def taylor_step_grad(feats: TaylorFeatures, W: torch.Tensor, y: torch.Tensor,
     n, X = feats.n, feats.X
     big = (*W.shape[:-2], n, feats.m)
     Z = torch.matmul(X, W.transpose(-1, -2), out=_buf(work, "Z", big, X))  # GEMM 1: X W^T
-    fused = fused_path(X.device) if Z.numel() >= FUSE_MIN_ELEMS else None
+    fused = fused_for(X.device, Z.numel())
     if fused is not None:
         T, fl, fq = fused[0](Z, feats.D1, feats.D2)
     else:
@@ -148,6 +148,12 @@ def fused_path(device: torch.device) -> tuple[Callable, Callable] | None:
     if key not in _FUSED:
         _FUSED[key] = _probe(device)
     return _FUSED[key]
+
+
+def fused_for(device: torch.device, elems: int) -> tuple[Callable, Callable] | None:
+    """:func:`fused_path` for a step whose (B, n, m) intermediates have ``elems`` elements:
+    None below :data:`FUSE_MIN_ELEMS`, where the eager passes are faster."""
+    return fused_path(device) if elems >= FUSE_MIN_ELEMS else None
 
 
 def _probe(device: torch.device) -> tuple[Callable, Callable] | None:
