@@ -8,7 +8,7 @@ loop of single-model steps against the batched step (the experiment trains its l
 and baselines as one batched computation). Prints median times over interleaved repeats and
 the ratios. Not a test.
 
-Usage: python bench/bench_nichani_step.py [--d 20 --m 2000 --B 7] [--device auto]
+Usage: python bench/bench_nichani_step.py [--d 25 --m 7000 --B 6] [--device auto]
 (defaults: the quick scale of nichani-regularizer; --paper: d = 100, n = 1000, m = 10^4, B = 9)
 """
 
@@ -30,10 +30,10 @@ from lazylab.train.nichani.gd import fused_for
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--d", type=int, default=20)
+    ap.add_argument("--d", type=int, default=25)
     ap.add_argument("--n", type=int, default=0, help="samples (0: round(d^1.5))")
-    ap.add_argument("--m", type=int, default=2000)
-    ap.add_argument("--B", type=int, default=7, help="models trained together")
+    ap.add_argument("--m", type=int, default=7000)
+    ap.add_argument("--B", type=int, default=6, help="models trained together")
     ap.add_argument("--paper", action="store_true", help="d=100, n=1000, m=10^4, B=9")
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--device", default="auto", help="auto, cpu or cuda")

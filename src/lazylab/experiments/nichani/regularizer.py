@@ -21,38 +21,46 @@ and the eigenlearning prediction of the NTK ridgeless test error on n samples
 ``plateau`` (its test loss when its train loss first reaches that level, C12) compare with the
 level under the same 12% finite-n / finite-m allowance as ``ntk-ridgeless``.
 
-Quick scale: d = 20, n = 89, m = 7000, eta = 4 (four times the paper's step; the largest
-stable step is ~ n / lambda_max(K) > 10) for 8000 steps, i.e. log_d(eta t) up to 3.46; lambda3
+Quick scale: d = 25, n = 125, m = 7000, eta = 8 (eight times the paper's step; the largest
+stable step is ~ n / lambda_max(K) > 10) for 4500 steps, i.e. log_d(eta t) up to 3.26; lambda3
 grid {0, 0.1, 1, 10} (0.01, whose curves lie on lambda3 = 0's, is left to paper scale to keep
-quick within PRODUCT.md's 2 minutes); 118 s wall on this 2-core machine. Two rules fix these
-sizes.
+quick within PRODUCT.md's 2 minutes); 94 s per seed on this 2-core machine (twelve seeds in
+1141 s, 87-105 s each). Three rules fix these sizes.
 
+- Dimension: the power of ``ordering`` at three seeds. At k = 1 f_Q alone can fit the rank-one
+  linear part (Remark 1, spec C16), so the gap f_Q only - best R3 is a constant factor that
+  widens with d (paper scale, d = 100: 0.197 vs 0.033). The earlier quick protocol, d = 20
+  (n = 89), had too little power: twelve seeds gave gaps 0.183, 0.023, 0.162, 0.178, 0.431,
+  0.458, 0.206, 0.150, 0.256, 0.218, 0.181, 0.082 (mean/sd 1.69, below the 1.73 that a paired
+  3 SE test on three seeds needs): 128 of their 220 three-seed subsets passed, and seeds 0-2
+  (``--seeds 3``) failed, 0.120 vs 3 SE = 0.150. At d = 25 (n = 125, n/B(d, 2) = 0.39, the
+  paper 0.20) twelve seeds (2026-11-23, all 7 claims held) give 0.173, 0.138, 0.213, 0.390,
+  0.171, 0.255, 0.455, 0.130, 0.190, 0.172, 0.289, 0.257: mean 0.236, sd 0.100, ratio 2.35,
+  smallest 0.130; 194 of the 220 subsets pass, seeds 0-2 with 0.175 vs 3 SE = 0.065 (193 with
+  the claim's second part, f_Q only below f_L only in mean: per seed f_L only - f_Q only ranges
+  from -0.055 to 0.244, mean 0.144). d = 30
+  would cost 1.6 times as much, past the 2 minutes. Tried and rejected on the way: d = 30 at
+  m = 1000 and 16000 steps widened the gaps (0.35, 0.09, 0.19) but failed with three seeds
+  (0.208 vs 3 SE 0.222), and its m/d = 33 strengthens the f_Q drift below (lambda3 = 0 ended at
+  0.30-0.47 against the level 0.604).
 - Width. GD breaks the pairing w_{r+m/2} = -w_r along the f_Q gradient, so at lambda3 = 0 f_Q
   learns part of the degree-2 signal: a finite-width drift below the f_L-only (= NTK
   ridgeless) fit, O(m^-1/2). Four data/init draws at d = 20 gave -0.083 on average at m = 2000
-  and -0.036 at m = 8000. ``ntk-level`` allows 12% of the level (0.069), so m must be >= ~5500;
-  m = 7000 keeps the drift at ~0.044, 64% of the allowance (measured at m = 6000, 8000 and
-  10000 with one seed each: every claim held, docs/robustness.md). (The earlier default
-  m = 2000, m/d = 100 as in the paper, failed ``ntk-level`` at 1 seed: 0.405 vs 0.576 +- 0.123.)
-- Time. Train past interpolation until every member's final test loss changes by < 0.01 over
-  the last 0.25 in log_d(eta t), as the paper's runs are (train loss ~ 0 at log_d t ~ 2.1 of
-  its 2.15). At m = 8000 the regularized runs escape later: with eta = 2 (log_d(eta t) <= 3.23)
-  one of three seeds' lambda3 = 1 run still fell by 0.068 over the last 0.25; eta = 4 (same
-  steps, same cost) brings it to 0.014 (lambda3 = 0.1, never the best, is still falling).
+  and -0.036 at m = 8000; ``ntk-level`` allows 12% of the level (0.069 there), so m must be
+  >= ~5500. At d = 25, m = 7000 the twelve seeds above drift by -0.046 on average (lambda3 = 0
+  ends at 0.494 against the level 0.593 and f_L only at 0.539, the eigenlearning prediction of
+  the NTK ridgeless error on n samples being 0.532). (The first default, m = 2000, m/d = 100 as
+  in the paper, failed ``ntk-level`` at 1 seed: 0.405 vs 0.576 +- 0.123.)
+- Time. Train past interpolation until the best member's final test loss no longer changes:
+  the paper's runs end there too (train loss ~ 0 at log_d t ~ 2.1 of its 2.15). Below the
+  stability limit GD follows the same path in log_d(eta t) whatever eta, so eta = 8 halves the
+  steps: at d = 20 eta = 8 for 4000 steps reproduced eta = 4 for 8000 steps to three decimals
+  in every member of seeds 0-2 (lambda3 = 1: 0.128, 0.351, 0.193). At d = 25 the lambda3 = 1
+  member ends at the same test loss to three decimals after 4500 and 5000 steps of eta = 8 in
+  all twelve seeds, and after 5000 steps of eta = 10 (log_d(eta t) 3.26, 3.29 and 3.36) in
+  seeds 0 and 1 (0.135, 0.178): converged. lambda3 = 0.1, never the best, is still falling.
 
-Known quick-scale failure (measured, not tuned away): ``ordering`` with three seeds. At k = 1
-f_Q alone can fit the rank-one linear part (Remark 1, spec C16), and in one of three seeds it
-nearly matches the best R3 run: per-seed gaps f_Q only - best R3 of 0.180, 0.021, 0.159 (mean
-0.120, 3 SE = 0.150) at m = 8000; at m = 2000, eta = 2: 0.147, 0.018, 0.137. Twelve seeds
-at the defaults (2026-11-23, all 7 claims held with 12) give gaps 0.183, 0.023, 0.162, 0.178,
-0.431, 0.458, 0.206, 0.150, 0.256, 0.218, 0.181, 0.082: positive in every draw, mean 0.211,
-sd 0.125. A paired 3 SE test on 3 seeds needs mean/sd >= 1.73, so it has about even power
-(128 of the 220 three-seed subsets of these 12 pass), and seeds 0-2 hold the weakest draw
-(seed 1: best R3 0.351, f_Q only 0.374): a power problem of n = 89, not a reversal. Tried and
-rejected: d = 30 (n/B(d, 2) = 0.35, nearer the paper's 0.2) at m = 1000, 16000 steps. It widens
-the gaps (0.35, 0.09, 0.19) but still fails with three seeds (0.208 vs 3 SE 0.222), and its m/d
-= 33 strengthens the f_Q drift (lambda3 = 0 ends at 0.30-0.47 against the level 0.604). At
-paper scale (d = 100, n = 1000, m = 10^4, 5 seeds) every claim held: best R3 0.033, f_Q only
+At paper scale (d = 100, n = 1000, m = 10^4, 5 seeds) every claim held: best R3 0.033, f_Q only
 0.197, f_L only 0.618.
 
 Normalization of R3 (spec Sec. 8, item 17, resolved): here R3 = |U2^T f_L|^2 / n (the mean over
@@ -103,7 +111,7 @@ R3_RATIO = 0.25
 #: Interpolation (C10, "near zero training error"): final train loss <= 2% of E y^2 = 1.
 TRAIN_TOL = 0.02
 #: Relative bias allowed between the NTK ridgeless test error and its eigenlearning prediction:
-#: the deterministic equivalent has O(n^{-1/2}) relative corrections (n = 89 at quick: ~10%)
+#: the deterministic equivalent has O(n^{-1/2}) relative corrections (n = 125 at quick: ~9%)
 #: and the finite-width Gram matrix differs from the infinite-width one by O(m^{-1/2}) (~2%).
 NTK_BIAS = 0.12
 #: "Neurons move far beyond the lazy regime" (C11): the largest neuron of the best R3 run moves
@@ -112,12 +120,12 @@ LAZY_RATIO = 2.0
 
 
 class RegularizerParams(ExperimentParams):
-    d: int = Field(20, ge=5, le=2000, description="input dimension d")
+    d: int = Field(25, ge=5, le=2000, description="input dimension d")
     n_exponent: float = Field(1.5, gt=1.0, lt=2.5,
                               description="n = round(d^n_exponent) training samples (paper 1.5)")
     m: int = Field(7000, ge=100, le=200_000, multiple_of=2, description="width m (even)")
-    lr: float = Field(4.0, gt=0, le=10.0, description="GD step size eta")
-    steps: int = Field(8000, ge=10, le=1_000_000, description="GD steps T")
+    lr: float = Field(8.0, gt=0, le=10.0, description="GD step size eta")
+    steps: int = Field(4500, ge=10, le=1_000_000, description="GD steps T")
     lam3: list[float] = Field([0.0, 0.1, 1.0, 10.0], min_length=2,
                               description="lambda3 grid (must contain 0 and a positive value)")
     n_k: int | None = Field(None, ge=1, description="top singular directions kept by R3 "
@@ -145,8 +153,8 @@ class Regularizer(Experiment):
                                       "lam3": [0.0, 0.01, 0.1, 1.0, 10.0, 100.0],
                                       "n_test": 10_000, "log_points": 60}}
     default_seeds = {"quick": 1, "paper": 5}
-    est_seconds = {"quick": 115.0, "paper": 400.0}
-    robustness_axes = {"d": [16, 20, 24], "m": [6000, 7000, 8000]}
+    est_seconds = {"quick": 95.0, "paper": 400.0}
+    robustness_axes = {"d": [20, 25, 30], "m": [6000, 7000, 8000]}
     smoke = {"d": 8, "m": 100, "steps": 30, "n_test": 200, "log_points": 5}
     claim_statements = {
         "interpolation": "every lambda3 reaches near-zero training loss (<= 2% of E y^2)",
@@ -186,8 +194,8 @@ class Regularizer(Experiment):
 
     def cost(self, p: RegularizerParams, scale: str = "quick") -> tuple[float, float | None]:
         """~ (B + 2) n m d steps, B = len(lam3), scaled from the scale's own estimate
-        (:meth:`Experiment.anchor`; quick 115 s: 118 s wall, 187 CPU s with two threads on this
-        2-core machine; paper: one GPU)."""
+        (:meth:`Experiment.anchor`; quick 95 s: 94 s wall and 160 CPU s a seed with two threads on
+        this 2-core machine; paper: one GPU)."""
         n, _ = self.sizes(p)
         q, per_seed = self.anchor(scale)
         nq, _ = self.sizes(q)
