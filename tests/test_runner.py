@@ -20,6 +20,7 @@ from lazylab.runner import (
     WorkUnit,
     check_resume,
     execute,
+    plan_groups,
     plan_units,
     resolve_spec,
     run_experiment,
@@ -200,7 +201,7 @@ def test_two_workers_match_one(toy, reference, tmp_path):
 def test_ray_backend_without_ray_says_how_to_install(toy):
     spec = spec_of(toy, seeds=1)
     with pytest.raises(InputError, match=r"pip install 'lazylab\[ray\]'"):
-        list(execute(spec, plan_units(spec), backend="ray"))
+        list(execute(spec, plan_groups(spec), backend="ray"))
 
 
 def test_set_values_are_coerced_and_validated(toy):

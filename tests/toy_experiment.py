@@ -41,6 +41,8 @@ class ToyParams(ExperimentParams):
     sleep: float = Field(0.0, ge=0, le=10, description="seconds each unit waits (kill tests)")
     crash_dir: str | None = Field(None, description="the first attempt of each unit kills its "
                                   "worker process (leaving a marker file here): Ray tests")
+    groups: int = Field(0, ge=0, description="0: every unit alone; k: consecutive sample sizes "
+                        "fuse in groups of k (run_group), sharing a stream from the group seed")
 
 
 class ToyMean(Experiment):
@@ -57,10 +59,25 @@ class ToyMean(Experiment):
     }
 
     calls: ClassVar[int] = 0
+    group_calls: ClassVar[int] = 0
     fail_on_call: ClassVar[int | None] = None
 
     def units(self, p: ToyParams) -> list[dict[str, Any]]:
         return [{"n": n} for n in p.ns]
+
+    def group(self, p: ToyParams, key: dict[str, Any]) -> str | None:
+        if not p.groups:
+            return None
+        return f"g{p.ns.index(int(key['n'])) // p.groups}"
+
+    def run_group(self, p: ToyParams, members, group_seed: int, device: torch.device,
+                  **kw: Any) -> list[list[dict[str, Any]]]:
+        """Each member's own rows plus one draw of the group's shared stream."""
+        type(self).group_calls += 1
+        shared = float(torch.randn(1, generator=torch_generator(group_seed),
+                                   dtype=torch.float64))
+        return [self.run_unit(p, key, seed, device)
+                + [row("mc", "n", int(key["n"]), "shared", shared)] for key, seed in members]
 
     def run_unit(self, p: ToyParams, key: dict[str, Any], seed: int,
                  device: torch.device) -> list[dict[str, Any]]:
@@ -121,7 +138,7 @@ class ToyMean(Experiment):
 def registered() -> Iterator[ToyMean]:
     """Register the toy experiment for the duration of a test, with fresh hooks."""
     assert ToyMean.id not in REGISTRY
-    ToyMean.calls, ToyMean.fail_on_call = 0, None
+    ToyMean.calls, ToyMean.group_calls, ToyMean.fail_on_call = 0, 0, None
     REGISTRY[ToyMean.id] = ToyMean()
     try:
         yield REGISTRY[ToyMean.id]  # type: ignore[misc]

@@ -16,8 +16,10 @@ from __future__ import annotations
 import difflib
 import errno
 import os
+import re
 import shlex
 import signal
+import time
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,7 +31,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from lazylab.errors import DataNotFound, InputError, LazylabError, UnitFailed
+from lazylab.errors import DataNotFound, InputError, LazylabError, OutOfTime, UnitFailed
 
 if TYPE_CHECKING:  # imported lazily (they import torch)
     from rich import progress as rp
@@ -419,9 +421,14 @@ def reproduce(
         show_default=False)] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Run even if the estimated time "
                                                           "exceeds an hour.")] = False,
+    max_time: Annotated[str | None, typer.Option(
+        help="Stop cleanly after the last group of units expected to end within this wall "
+             "time (e.g. 540, 9m, 1h30m) and exit with code 3; --resume carries on.",
+        show_default=False)] = None,
 ) -> None:
     """Run experiments, store every finished unit, write results, figures, claims, report."""
     sets = list(set_ or [])
+    t_start = time.monotonic()
     with _guard():
         # Checks that need no experiment come first, before torch is imported.
         _choice("--scale", scale, SCALES)
@@ -437,6 +444,7 @@ def reproduce(
                              f"{memory_budget}")
         if resume and fresh:
             raise InputError("--resume and --fresh exclude each other")
+        deadline = None if max_time is None else t_start + parse_duration(max_time)
         if address is not None and backend != "ray":
             raise InputError("--address needs --backend ray")
         if workers > 256:
@@ -465,8 +473,10 @@ def reproduce(
         _cost_guard(specs, yes=yes, workers=workers)
         command = _command(targets, scale, sets, seeds, device, out, resume, fresh, strict,
                            workers, backend)
+        if max_time is not None:
+            command += " --max-time " + shlex.quote(max_time)
         _run_all(specs, out_dir, resume=resume, fresh=fresh, strict=strict, workers=workers,
-                 backend=backend, address=address, command=command)
+                 backend=backend, address=address, command=command, deadline=deadline)
 
 
 def _cost_guard(specs: Sequence[RunSpec], *, yes: bool, workers: int) -> None:
@@ -512,8 +522,28 @@ def _open_store(out: Path) -> Store:
     return Store(out / STORE_NAME)
 
 
+def parse_duration(text: str) -> float:
+    """Seconds of a ``--max-time`` value: a number of seconds or parts like ``1h30m``, ``9m``,
+    ``90s``; InputError (exit 2) otherwise.
+
+    >>> parse_duration("1h30m"), parse_duration("540"), parse_duration("2.5m")
+    (5400.0, 540.0, 150.0)
+    """
+    t = text.strip().lower()
+    m = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", t)
+    if not t or m is None or not any(m.groups()):
+        raise InputError(f"--max-time must be a duration such as 540, 90s, 9m or 1h30m; got "
+                         f"{text!r}")
+    h, mi, sec = (float(g) if g else 0.0 for g in m.groups())
+    total = 3600 * h + 60 * mi + sec
+    if not 0 < total <= 366 * 86400:
+        raise InputError(f"--max-time must be between 1 second and a year; got {text!r}")
+    return total
+
+
 def _run_all(specs: Sequence[RunSpec], out: Path, *, resume: bool, fresh: bool, strict: bool,
-             workers: int, backend: str, address: str | None, command: str) -> None:
+             workers: int, backend: str, address: str | None, command: str,
+             deadline: float | None = None) -> None:
     import matplotlib
     from rich import progress as rp
 
@@ -523,6 +553,7 @@ def _run_all(specs: Sequence[RunSpec], out: Path, *, resume: bool, fresh: bool, 
     matplotlib.use("Agg")
     outcomes: list[RunOutcome] = []
     failures: list[LazylabError] = []
+    stopped: list[OutOfTime] = []
     with _open_store(out) as store:
         for spec in specs:  # refuse before computing anything
             RunLock.probe(out, spec.exp.id)
@@ -535,7 +566,12 @@ def _run_all(specs: Sequence[RunSpec], out: Path, *, resume: bool, fresh: bool, 
                 try:
                     o = run_experiment(spec, out, store, resume=resume, fresh=fresh,
                                        workers=workers, backend=backend, address=address,
-                                       command=command, progress=sink)
+                                       command=command, progress=sink, deadline=deadline)
+                except OutOfTime as e:
+                    stopped.append(e)
+                    progress.console.print(f"[yellow]stopped[/] {escape(str(e))}",
+                                           highlight=False)
+                    continue
                 except (UnitFailed, DataNotFound) as e:
                     failures.append(e)
                     _error(str(e), e.detail, console=progress.console)
@@ -554,6 +590,10 @@ def _run_all(specs: Sequence[RunSpec], out: Path, *, resume: bool, fresh: bool, 
         console.print(_verdict_table([(o.spec.exp.id, o.claims) for o in outcomes]))
     console.print(f"results in {out}/ID/, report: {page} and {md}")
     code = max((e.exit_code for e in failures), default=0)
+    if stopped and not code:
+        _error(f"--max-time: {len(stopped)} experiment(s) not finished; rerun the same command "
+               "with --resume to carry on")
+        code = OutOfTime.exit_code
     if strict and any(c.failed for o in outcomes for c in o.claims):
         _error("--strict: at least one claim failed")
         code = max(code, 1)

@@ -13,7 +13,8 @@ computing anything.
 
 from __future__ import annotations
 
-__all__ = ["DataNotFound", "InputError", "LazylabError", "StoreFault", "UnitFailed"]
+__all__ = ["DataNotFound", "InputError", "LazylabError", "OutOfTime", "StoreFault",
+           "UnitFailed"]
 
 
 class LazylabError(Exception):
@@ -53,3 +54,13 @@ class StoreFault(InputError):
 
 class UnitFailed(LazylabError):
     """A work unit raised (e.g. training diverged); finished units stay stored (exit code 1)."""
+
+
+class OutOfTime(LazylabError):
+    """``--max-time`` ended the run before every unit was computed (exit code 3).
+
+    Every finished unit is stored; the same command with ``--resume`` carries on, so a chain of
+    time-limited runs (a scheduler's clock) completes the grid.
+    """
+
+    exit_code = 3

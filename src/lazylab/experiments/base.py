@@ -406,6 +406,33 @@ class Experiment(ABC):
         """Theory rows (kind="theory"); default none."""
         return []
 
+    # ---- batched groups -----------------------------------------------------------------
+    def group(self, p: ExperimentParams, key: dict[str, Any]) -> str | None:
+        """Label of the batched computation this unit fuses into; None (default): it runs
+        alone through :meth:`run_unit`.
+
+        Units with the same label and the same seed index form one group, computed by one call
+        of :meth:`run_group` (e.g. every width of a width grid as one block-diagonal network
+        trained on one sample stream). The label must be a function of ``p`` and ``key`` only,
+        so a group's members never depend on which units remain to be computed: a resumed run
+        recomputes a whole group and stores the members it lacks, and its numbers are those of
+        an uninterrupted run.
+        """
+        return None
+
+    def run_group(self, p: ExperimentParams, members: Sequence[tuple[dict[str, Any], int]],
+                  group_seed: int, device: torch.device,
+                  **kw: Any) -> list[list[dict[str, Any]]]:
+        """Compute a group's members together; one list of rows per member, in order.
+
+        ``members`` are ``(key, seed)`` pairs (each unit's own seed, as :meth:`run_unit`
+        receives it); ``group_seed`` seeds what the members share (e.g. the sample stream).
+        Computing a group of one member must give that member's rows of the full group up to
+        the float tolerance the experiment states (tests check it for each batched path).
+        Default: :meth:`run_unit` for each member.
+        """
+        return [self.run_unit(p, key, seed, device, **kw) for key, seed in members]
+
     # ---- runner hooks (validation, preparation, cost, code identity) ---------------------
     def validate(self, p: ExperimentParams) -> None:
         """Refuse a bad parameter combination before anything is computed.

@@ -33,12 +33,13 @@ from lazylab.runner.orchestrate import (
 )
 from lazylab.runner.params import SEEDS_MAX, coerce, describe_validation_error, resolve_spec
 from lazylab.runner.policy import ExecutionPolicy, default_threads
-from lazylab.runner.spec import RunSpec, WorkUnit, plan_units
+from lazylab.runner.spec import RunSpec, WorkGroup, WorkUnit, plan_groups, plan_units
 
 __all__ = [
     "BACKENDS", "SEEDS_MAX", "DataNotFound", "Estimate", "ExecutionPolicy", "InputError",
     "LazylabError", "ProgressSink", "RunLock", "RunOutcome", "RunSpec", "StoreFault",
-    "UnitFailed", "WorkUnit", "check_backend", "check_cost", "check_resume", "check_start",
+    "UnitFailed", "WorkGroup", "WorkUnit", "check_backend", "check_cost", "check_resume",
+    "check_start",
     "coerce", "default_threads", "describe_changes", "describe_validation_error", "estimate",
-    "execute", "make_backend", "plan_units", "resolve_spec", "run_experiment",
+    "execute", "make_backend", "plan_groups", "plan_units", "resolve_spec", "run_experiment",
 ]

@@ -12,8 +12,8 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from lazylab.errors import InputError
-from lazylab.runner.job import Backend, Done, Job, uses_prepare
-from lazylab.runner.spec import RunSpec, WorkUnit
+from lazylab.runner.job import Backend, Clock, Done, Job, uses_prepare
+from lazylab.runner.spec import RunSpec, WorkGroup
 
 if TYPE_CHECKING:
     pass
@@ -55,16 +55,18 @@ def make_job(spec: RunSpec, prep: object = None) -> Job:
                uses_prepare(spec.exp))
 
 
-def execute(spec: RunSpec, pending: Sequence[WorkUnit], *, workers: int = 1,
+def execute(spec: RunSpec, pending: Sequence[WorkGroup], *, workers: int = 1,
             backend: str = "local", address: str | None = None,
-            prep: object = None) -> Iterator[Done]:
-    """Compute ``pending`` units, yielding ``(unit, rows, seconds)`` as each finishes.
+            prep: object = None, clock: Clock | None = None) -> Iterator[Done]:
+    """Compute ``pending`` groups, yielding ``(unit, rows, seconds)`` for each unit as its
+    group finishes; no group is started that ``clock`` does not expect to end before its
+    deadline (None: no limit).
 
-    On the first failing unit no new unit is started; units already running are still yielded
-    (so they can be stored), then UnitFailed or DataNotFound is raised.
+    On the first failing group no new group is started; groups already running are still
+    yielded (so they can be stored), then UnitFailed or DataNotFound is raised.
     """
     be = make_backend(backend, workers, address, len(pending))
     if not pending:
         return
     spec.policy.apply()
-    yield from be.run(spec.exp, make_job(spec, prep), pending)
+    yield from be.run(spec.exp, make_job(spec, prep), pending, clock)

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from lazylab.errors import DataNotFound, LazylabError, UnitFailed
 from lazylab.runner.policy import ExecutionPolicy
-from lazylab.runner.spec import WorkUnit
+from lazylab.runner.spec import WorkGroup, WorkUnit
 
 if TYPE_CHECKING:
     from lazylab.experiments.base import Experiment, ExperimentParams
 
-__all__ = ["Backend", "Done", "Job", "Result", "call_unit", "failure", "uses_prepare"]
+__all__ = ["Backend", "Clock", "Done", "Job", "Result", "call_group", "call_unit", "failure",
+           "group_done", "uses_prepare"]
 
 #: (status, payload, seconds, detail): status "ok" with rows, "missing" (a data file was not
 #: found) or "error" with a message; detail is the traceback text.
@@ -53,16 +54,32 @@ class Job:
 
 def call_unit(exp: Experiment, job: Job, key: dict[str, Any], seed: int) -> Result:
     """Run one unit under the job's policy; a failure comes back as data."""
+    res = call_group(exp, job, None, [(key, seed)], seed)
+    return res if res[0] != "ok" else (res[0], res[1][0], res[2], res[3])
+
+
+def call_group(exp: Experiment, job: Job, label: str | None,
+               members: Sequence[tuple[dict[str, Any], int]], group_seed: int) -> Result:
+    """Run one group (``label`` None: a single unit through ``run_unit``) under the job's
+    policy; the payload is one list of tidy rows per member. A failure comes back as data."""
     import torch
 
     from lazylab.report import tidy_rows
 
     job.policy.apply()
     t0 = time.perf_counter()
+    dev = torch.device(job.device)
     try:
         kw = {"prep": job.prep} if job.with_prep else {}
-        rows = tidy_rows(exp.run_unit(job.params, key, seed, torch.device(job.device), **kw),
-                         kind="simulation", where=f"{exp.id}.run_unit")
+        if label is None:
+            (key, seed), = members
+            raw = [exp.run_unit(job.params, key, seed, dev, **kw)]
+        else:
+            raw = exp.run_group(job.params, list(members), group_seed, dev, **kw)
+            if len(raw) != len(members):
+                raise ValueError(f"run_group returned {len(raw)} row lists for "
+                                 f"{len(members)} members")
+        rows = [tidy_rows(r, kind="simulation", where=f"{exp.id}.run_unit") for r in raw]
     except FileNotFoundError as e:
         return "missing", str(e), time.perf_counter() - t0, traceback.format_exc()
     except Exception as e:
@@ -71,25 +88,65 @@ def call_unit(exp: Experiment, job: Job, key: dict[str, Any], seed: int) -> Resu
     return "ok", rows, time.perf_counter() - t0, None
 
 
-def failure(exp_id: str, unit: WorkUnit, res: Result) -> LazylabError:
-    """The error to raise for a failed unit."""
+def group_done(group: WorkGroup, res: Result) -> list[Done]:
+    """A finished group as per-unit results, the seconds shared equally by its members."""
+    secs = res[2] / len(group.units)
+    return [(u, rows, secs) for u, rows in zip(group.units, res[1], strict=True)]
+
+
+def failure(exp_id: str, unit: WorkUnit | WorkGroup, res: Result) -> LazylabError:
+    """The error to raise for a failed unit or group."""
     status, msg, _, detail = res
     if status == "missing":
         return DataNotFound(f"{exp_id}: {msg}", detail)
+    if isinstance(unit, WorkGroup):
+        u = unit.units[0]
+        what = (f"unit {u.key_json}" if unit.label is None else
+                f"group {unit.label!r} ({len(unit.units)} units)")
+        return UnitFailed(f"{exp_id}: {what} (seed index {unit.seed_index}) failed: {msg}",
+                          detail)
     return UnitFailed(f"{exp_id}: unit {unit.key_json} (seed index {unit.seed_index}) "
                       f"failed: {msg}", detail)
 
 
 class Backend(Protocol):
-    """Computes units, yielding ``(unit, rows, seconds)`` as each finishes.
+    """Computes groups of units, yielding ``(unit, rows, seconds)`` for each unit of a
+    finished group.
 
-    On the first failing unit no new unit is started; units already running are still yielded
-    (so the driver can store them), then UnitFailed or DataNotFound is raised. On an interrupt
-    (KeyboardInterrupt) the backend stops its workers before re-raising.
+    Groups are started in the given order while the :class:`Clock` (None: no limit) says
+    they fit. On the first failing group no new
+    group is started; groups already running are still yielded (so the driver can store
+    them), then UnitFailed or DataNotFound is raised. On an interrupt (KeyboardInterrupt) the
+    backend stops its workers before re-raising.
     """
 
     name: str
 
-    def run(self, exp: Experiment, job: Job, pending: Sequence[WorkUnit]) -> Iterator[Done]:
-        """Compute ``pending`` units of ``exp`` (the driver's instance) under ``job``."""
+    def run(self, exp: Experiment, job: Job, pending: Sequence[WorkGroup],
+            clock: Clock | None = None) -> Iterator[Done]:
+        """Compute ``pending`` groups of ``exp`` (the driver's instance) under ``job``."""
         ...
+
+
+class Clock:
+    """Decides whether the next group fits before ``deadline`` (a ``time.monotonic()``
+    value; None: always): a group of k units is expected to take k times the slowest seconds
+    per unit measured so far in this run, or ``prior`` (the cost model's) before any."""
+
+    def __init__(self, deadline: float | None, prior: float = 0.0):
+        self.deadline = deadline
+        self.unit_seconds = max(0.0, prior)
+        self._measured = False
+
+    def seen(self, group: WorkGroup, wall: float) -> None:
+        """Record a finished group's wall time."""
+        rate = wall / len(group.units)
+        self.unit_seconds = max(self.unit_seconds, rate) if self._measured else rate
+        self._measured = True
+
+    def fits(self, group: WorkGroup) -> bool:
+        """True when ``group`` is expected to finish before the deadline."""
+        if self.deadline is None:
+            return True
+        left = self.deadline - time.monotonic()
+        return left > 0 and self.unit_seconds * len(group.units) <= left

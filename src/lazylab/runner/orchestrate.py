@@ -19,11 +19,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lazylab.errors import DataNotFound, InputError, LazylabError, StoreFault, UnitFailed
+from lazylab.errors import (
+    DataNotFound,
+    InputError,
+    LazylabError,
+    OutOfTime,
+    StoreFault,
+    UnitFailed,
+)
 from lazylab.runner.backends import check_backend, execute
-from lazylab.runner.job import uses_prepare
+from lazylab.runner.job import Clock, uses_prepare
 from lazylab.runner.lock import RunLock
-from lazylab.runner.spec import RunSpec, WorkUnit, plan_units
+from lazylab.runner.spec import RunSpec, WorkUnit, plan_groups, plan_units
 
 if TYPE_CHECKING:
     from lazylab.experiments.base import Claim
@@ -121,12 +128,18 @@ def check_start(store: Store, spec: RunSpec, out_dir: Path, *, resume: bool,
 def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool = False,
                    fresh: bool = False, workers: int = 1, backend: str = "local",
                    address: str | None = None, command: str = "",
-                   progress: ProgressSink | None = None) -> RunOutcome:
+                   progress: ProgressSink | None = None,
+                   deadline: float | None = None) -> RunOutcome:
     """Run (or resume) one experiment into ``out_dir/ID`` and assemble its outputs.
 
     Holds the experiment's lock in ``out_dir`` throughout. Without ``resume`` the store must
     hold no unit of this experiment unless ``fresh`` (then they are discarded); with it only
-    the units missing from the store are computed. Each finished unit is committed at once.
+    the groups with a unit missing from the store are computed (a whole group, so its numbers
+    are those of an uninterrupted run), and only the missing units are stored. Each finished
+    unit is committed at once. With ``deadline`` (a ``time.monotonic()`` value) no group
+    starts that is not expected to end before it; if units remain, the run stops with
+    :class:`~lazylab.errors.OutOfTime` (status "stopped" in config.json) and ``--resume``
+    carries on.
     """
     from lazylab.report import OUTPUT_FILES, collect_rows, finish_experiment, theory_rows
 
@@ -142,8 +155,10 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
                 (exp_dir / name.format(id=exp.id)).unlink(missing_ok=True)
         plan = plan_units(spec)
         stored = store.done(exp.id, spec.config_hash)
-        pending = [u for u in plan if (u.key_json, u.seed_index) not in stored]
-        out = RunOutcome(spec, exp_dir, reused=len(plan) - len(pending))
+        pending = [g for g in plan_groups(spec, plan)
+                   if any((u.key_json, u.seed_index) not in stored for u in g.units)]
+        n_missing = sum((u.key_json, u.seed_index) not in stored for u in plan)
+        out = RunOutcome(spec, exp_dir, reused=len(plan) - n_missing)
         config = _config(spec, command, workers, backend, len(plan))
         t0 = time.perf_counter()
         config["timing"]["started_at"] = _now()
@@ -161,12 +176,15 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
 
         save("running")
         if progress is not None:
-            progress.started(spec, len(pending), len(plan))
+            progress.started(spec, n_missing, len(plan))
         try:
             spec.policy.apply()
             prep = _prepare(spec)
             for unit, rows, secs in execute(spec, pending, workers=workers, backend=backend,
-                                            address=address, prep=prep):
+                                            address=address, prep=prep,
+                                            clock=_clock(spec, deadline, len(plan))):
+                if (unit.key_json, unit.seed_index) in stored:
+                    continue  # a member of a recomputed group that the store already holds
                 store.put_unit(exp.id, spec.config_hash, unit.key_json, unit.seed_index, rows,
                                seconds=secs)
                 out.computed += 1
@@ -178,6 +196,11 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
         except BaseException:
             save("interrupted")
             raise
+        if out.computed < n_missing:
+            save("stopped")
+            raise OutOfTime(f"{exp.id}: --max-time reached with {n_missing - out.computed} of "
+                            f"{len(plan)} unit(s) left ({len(plan) - n_missing + out.computed} "
+                            "stored); run the same command with --resume to carry on")
         try:
             theory = theory_rows(exp, spec.params, prep, uses_prepare(exp))
             store.put_theory(exp.id, spec.config_hash, theory)
@@ -198,6 +221,17 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
                              f"{type(e).__name__}: {e}", traceback.format_exc()) from e
         save("complete")
         return out
+
+
+def _clock(spec: RunSpec, deadline: float | None, n_units: int) -> Clock | None:
+    """The run's clock, its prior the cost model's seconds per unit (0 where it has none)."""
+    if deadline is None:
+        return None
+    try:
+        per_unit = spec.exp.cost(spec.params, spec.scale)[0] * spec.seeds / max(1, n_units)
+    except Exception:  # a cost model that cannot price these parameters: measure instead
+        per_unit = 0.0
+    return Clock(deadline, per_unit)
 
 
 def _prepare(spec: RunSpec) -> Any:

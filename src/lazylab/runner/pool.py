@@ -21,8 +21,8 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 
 from lazylab.errors import LazylabError, UnitFailed
-from lazylab.runner.job import Done, Job, Result, call_unit, failure
-from lazylab.runner.spec import WorkUnit
+from lazylab.runner.job import Clock, Done, Job, Result, call_group, failure, group_done
+from lazylab.runner.spec import WorkGroup
 
 if TYPE_CHECKING:
     from lazylab.experiments.base import Experiment
@@ -62,56 +62,64 @@ def _init(job: Job, parent: int) -> None:
     _W.update(exp=job.exp_cls(), job=job)
 
 
-def _unit(key: dict[str, Any], seed: int) -> Result:
-    return call_unit(_W["exp"], _W["job"], key, seed)
+def _group(label: str | None, members: list[tuple[dict[str, Any], int]], seed: int) -> Result:
+    return call_group(_W["exp"], _W["job"], label, members, seed)
 
 
 class PoolBackend:
-    """Run units in ``workers`` spawned processes; results arrive as they finish."""
+    """Run groups in ``workers`` spawned processes, at most ``workers`` in flight, so that a
+    deadline stops the scheduling; results arrive as they finish."""
 
     name = "pool"
 
     def __init__(self, workers: int):
         self.workers = workers
 
-    def run(self, exp: Experiment, job: Job, pending: Sequence[WorkUnit]) -> Iterator[Done]:
+    def run(self, exp: Experiment, job: Job, pending: Sequence[WorkGroup],
+            clock: Clock | None = None) -> Iterator[Done]:
         import multiprocessing
 
         workers = min(self.workers, len(pending))
         ex = ProcessPoolExecutor(max_workers=workers,
                                  mp_context=multiprocessing.get_context("spawn"),
                                  initializer=_init, initargs=(job, os.getpid()))
+        clock = clock or Clock(None)
+        queue = list(pending)
+        futs: dict[Future[Result], tuple[WorkGroup, float]] = {}
         fail: LazylabError | None = None
+
+        def submit() -> None:
+            while queue and len(futs) < workers and fail is None and clock.fits(queue[0]):
+                g = queue.pop(0)
+                futs[ex.submit(_group, g.label, g.members, g.seed)] = (g, time.monotonic())
+
         # Workers are spawned during submit; started with SIGINT ignored, a Ctrl-C while they
         # import torch does not print their tracebacks (this process stops them instead).
         main = threading.current_thread() is threading.main_thread()
         old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
         try:
             try:
-                futs: dict[Future[Result], WorkUnit] = {
-                    ex.submit(_unit, u.key, u.seed): u for u in pending}
+                submit()
             finally:
                 if main:
                     signal.signal(signal.SIGINT, old)
-            todo = set(futs)
-            while todo:
-                done, todo = wait(todo, return_when=FIRST_COMPLETED)
-                for fut in sorted(done, key=lambda f: (futs[f].key_json, futs[f].seed_index)):
-                    if fut.cancelled():
-                        continue
-                    u = futs[fut]
+            while futs:
+                done, _ = wait(set(futs), return_when=FIRST_COMPLETED)
+                for fut in sorted(done, key=lambda f: (futs[f][0].units[0].key_json,
+                                                       futs[f][0].seed_index)):
+                    g, t0 = futs.pop(fut)
                     try:
                         res = fut.result()
                     except BrokenProcessPool as e:
                         raise UnitFailed(f"{job.exp_id}: a worker process died while running "
-                                         f"unit {u.key_json} (out of memory?)") from e
+                                         f"{g.units[0].key_json} (out of memory?)") from e
                     if res[0] == "ok":
-                        yield u, res[1], res[2]
+                        clock.seen(g, time.monotonic() - t0)
+                        yield from group_done(g, res)
                     elif fail is None:
-                        # Stop scheduling; units already running finish and are still yielded.
-                        fail = failure(job.exp_id, u, res)
-                        for f in todo:
-                            f.cancel()
+                        # Stop scheduling; groups already running finish and are still yielded.
+                        fail = failure(job.exp_id, g, res)
+                submit()
         except BaseException:
             # Ctrl-C, SIGTERM or the consumer gave up: do not wait, stop the workers.
             procs = list((getattr(ex, "_processes", None) or {}).values())

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
     from lazylab.experiments.base import Experiment, ExperimentParams
 
-__all__ = ["IDENTITY_PACKAGES", "RunSpec", "WorkUnit", "package_versions", "plan_units"]
+__all__ = ["IDENTITY_PACKAGES", "RunSpec", "WorkGroup", "WorkUnit", "package_versions",
+           "plan_groups", "plan_units"]
 
 #: Packages whose versions are part of the identity of stored units.
 IDENTITY_PACKAGES = ("lazylab", "torch", "numpy")
@@ -89,4 +90,51 @@ def plan_units(spec: RunSpec) -> list[WorkUnit]:
         kj = canonical_key(key)
         for s in range(spec.seeds):
             out.append(WorkUnit(key, kj, s, derive_seed(spec.exp.id, key, s)))
+    return out
+
+
+@dataclass(frozen=True)
+class WorkGroup:
+    """Units computed by one call: a singleton (``label`` None) or the members of a batched
+    group (:meth:`~lazylab.experiments.base.Experiment.group`) at one seed index, in canonical
+    order. ``seed`` (from the experiment id, the label and the seed index) seeds what the
+    members share."""
+
+    label: str | None
+    seed_index: int
+    seed: int
+    units: tuple[WorkUnit, ...]
+
+    @property
+    def members(self) -> list[tuple[dict[str, Any], int]]:
+        """``(key, seed)`` of each member, as ``run_group`` receives them."""
+        return [(u.key, u.seed) for u in self.units]
+
+
+def plan_groups(spec: RunSpec, units: list[WorkUnit] | None = None) -> list[WorkGroup]:
+    """The grid as groups, ordered by their first unit in :func:`plan_units` order.
+
+    Membership depends on the parameters only: every unit of the plan with the same label and
+    seed index belongs to the group, whatever is already stored.
+    """
+    plan = plan_units(spec) if units is None else units
+    groups: dict[tuple[str, int], list[WorkUnit]] = {}
+    order: list[tuple[str | None, int, Any]] = []
+    for u in plan:
+        label = spec.exp.group(spec.params, u.key)
+        if label is None:
+            order.append((None, u.seed_index, u))
+            continue
+        gk = (str(label), u.seed_index)
+        if gk not in groups:
+            groups[gk] = []
+            order.append((gk[0], u.seed_index, gk))
+        groups[gk].append(u)
+    out = []
+    for label, s, item in order:
+        if label is None:
+            out.append(WorkGroup(None, s, item.seed, (item,)))
+        else:
+            seed = derive_seed(spec.exp.id, {"group": label}, s)
+            out.append(WorkGroup(label, s, seed, tuple(groups[item])))
     return out
