@@ -7,8 +7,8 @@ it at the end), puts the :class:`~lazylab.runner.job.Job` (parameters, execution
 task per pending group of units with the experiment's resource hints (``ray_resources`` class
 attribute, default one CPU, and one GPU when the device is CUDA). Each task applies the run's
 execution policy, so results are the same as with the serial backend. The driver commits each
-finished unit to the store as it arrives; a task whose worker dies is retried by Ray (``max_retries``),
-and an interrupted run finishes with ``--resume``.
+finished unit to the store as it arrives; a task whose worker dies is retried by Ray
+(``max_retries``), and an interrupted run finishes with ``--resume``.
 """
 
 from __future__ import annotations

@@ -65,8 +65,8 @@ from lazylab.train import fit, ghorbani_paper
 __all__ = [
     "GhorbaniParams",
     "Problem", "QuadForm", "qf_problem", "mg_problem", "draw_weights", "fit_rf", "fit_nt_lstsq",
-    "nt_basis_size", "train_nn", "train_nt_sgd", "test_risk", "nn_lr", "nt_lr", "nt_lr_learning",
-    "SGDConfig",
+    "nt_basis_size", "nn_init", "quad_form", "train_nn", "train_nt_sgd", "test_risk", "nn_lr",
+    "nt_lr", "nt_lr_learning", "SGDConfig",
 ]
 
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -278,6 +278,28 @@ def nt_lr_learning(d: int, N: int, batch: int, lr: float | None) -> float:
     return min(nt_lr(d, N, batch, None), 2 * NT_MISADJUSTMENT * batch / (8 * N * d))
 
 
+def nn_init(problem: Problem, N: int, init_scale: float, gen: torch.Generator,
+            device: torch.device) -> TwoLayerNet:
+    """The paper's NN at initialization (see :func:`train_nn`), drawn from ``gen``."""
+    d = problem.d
+    mg = problem.kind == "mg"
+    std = init_scale / math.sqrt(max(N, d) * (1.0 if mg else math.sqrt(d)))
+    net = TwoLayerNet(d, N, activation="quad", scaling="none", a_init="ones", weight_std=std,
+                      train_second=mg, bias=True, generator=gen, device=device,
+                      dtype=torch.float32)
+    if mg:
+        with torch.no_grad():
+            net.a.zero_()
+    return net
+
+
+def quad_form(W: torch.Tensor, a: torch.Tensor, c: float) -> QuadForm:
+    """f(x) = sum_i a_i (w_i . x)^2 + c as c + x^T M x, M = W^T diag(a) W (float64)."""
+    Wn = W.detach().double().cpu().numpy()
+    an = a.detach().double().cpu().numpy()
+    return QuadForm((Wn.T * an) @ Wn, float(c))
+
+
 def train_nn(problem: Problem, N: int, cfg: SGDConfig, init_scale: float, gen: torch.Generator,
              device: torch.device, *, log_steps: list[int] | None = None,
              on_eval: Callable[[QuadForm], dict[str, float]] | None = None):
@@ -292,20 +314,10 @@ def train_nn(problem: Problem, N: int, cfg: SGDConfig, init_scale: float, gen: t
     each neuron's sign is learned (a +1 start would leave positive neurons stuck at w = 0, a
     local minimum for them when Delta is positive definite); w_i ~ N(0, s^2 I/max(N, d)).
     """
-    d = problem.d
-    mg = problem.kind == "mg"
-    std = init_scale / math.sqrt(max(N, d) * (1.0 if mg else math.sqrt(d)))
-    net = TwoLayerNet(d, N, activation="quad", scaling="none", a_init="ones", weight_std=std,
-                      train_second=mg, bias=True, generator=gen, device=device,
-                      dtype=torch.float32)
-    if mg:
-        with torch.no_grad():
-            net.a.zero_()
+    net = nn_init(problem, N, init_scale, gen, device)
 
     def quad() -> QuadForm:
-        Wn = net.W.detach().double().cpu().numpy()
-        an = (net.scale * net.a.detach()).double().cpu().numpy()
-        return QuadForm((Wn.T * an) @ Wn, float(net.c.detach()))
+        return quad_form(net.W, net.scale * net.a.detach(), float(net.c.detach()))
 
     hist = fit(net, sampler=problem.sampler(), loss="mse", optimizer="one_pass", lr=cfg.lr,
                steps=cfg.steps, batch_size=cfg.batch_size, schedule=cfg.schedule(),

@@ -333,23 +333,73 @@ class WidthExperiment(Experiment):
             train = hist.final_loss
             extra["risk_population_limit"] = self.nt_limit(W, prob)
             extra["lr"] = lr
-        else:
-            def run(lr: float) -> tuple:
-                cfg = C.SGDConfig(p.sgd_steps, p.batch_size, lr, p.tail_fraction)
-                return C.train_nn(prob, N, cfg, p.init_scale, gen, device)
+        else:  # NN: a group of one member, its own seed seeding the sample stream
+            return self.run_group(p, [(key, seed)], seed, device)[0]
+        return self.unit_rows(p, prob, method, N, q, train, extra, gen, device)
 
-            base = C.nn_lr(p.d, p.batch_size, p.nn_lr, self.nn_lr_coef)
-            best = grid_search(run, base, p.lr_factors, score=lambda o: prob.risk(o[0]),
-                               generator=gen)
-            (q, hist), lr = best.best, best.value
-            train = hist.final_loss
-            extra["lr"] = lr
+    def unit_rows(self, p: WidthParams, prob: C.Problem, method: str, N: int, q: C.QuadForm,
+                  train: float, extra: dict[str, float], gen: torch.Generator,
+                  device: torch.device) -> list[dict[str, Any]]:
+        """A unit's rows: exact risk, test risk on fresh samples from ``gen``, train loss and
+        the method's extras."""
         test = C.test_risk(q, prob.sampler(), p.test_samples, p.chunk, gen, prob.r0, device)
         rows = [row(method, "N", N, "risk", prob.risk(q)),
                 row(method, "N", N, "test_risk", test),
                 row(method, "N", N, "train_loss", train / prob.r0)]
         rows += [row(method, "N", N, k, v) for k, v in extra.items()]
         return rows
+
+    # ------------------------------------------------------------------ the NN grid, batched
+    def group(self, p: WidthParams, key: dict[str, Any]) -> str | None:
+        """Every NN width (with every step size of ``lr_factors``) is one packed network."""
+        return "NN" if key["method"] == "NN" else None
+
+    def run_group(self, p: WidthParams, members: Sequence[tuple[dict[str, Any], int]],
+                  group_seed: int, device: torch.device,
+                  **kw: Any) -> list[list[dict[str, Any]]]:
+        """Train every (width, step size) of the NN grid as one block-diagonal network on one
+        sample stream (:func:`lazylab.train.packed.train_packed_quad`), each width initialized
+        from its unit's seed, and keep each width's lowest-risk step size (ties: the first
+        factor; diverged runs are skipped). Batched and alone, a width's risk agrees to
+        float32 rounding amplified by the SGD steps (tests/test_packed.py: 1e-9 in float64)."""
+        from lazylab.train.packed import train_packed_quad
+
+        if any(key["method"] != "NN" for key, _ in members):
+            return super().run_group(p, members, group_seed, device, **kw)
+        prob = self.problem(p)
+        mg = prob.kind == "mg"
+        base = C.nn_lr(p.d, p.batch_size, p.nn_lr, self.nn_lr_coef)
+        gens = [torch_generator(seed, device) for _, seed in members]
+        nets = [C.nn_init(prob, int(key["N"]), p.init_scale, g, device)
+                for (key, _), g in zip(members, gens, strict=True)]
+        F = len(p.lr_factors)
+        cfg = C.SGDConfig(p.sgd_steps, p.batch_size, base, p.tail_fraction)
+        res = train_packed_quad(
+            [net.W for net in nets for _ in range(F)],
+            [base * f for _ in nets for f in p.lr_factors],
+            a0=[net.scale * net.a.detach() for net in nets for _ in range(F)],
+            train_second=mg, sampler=prob.sampler(), steps=p.sgd_steps,
+            batch_size=p.batch_size, schedule=cfg.schedule(),
+            generator=torch_generator(group_seed, device))
+        out = []
+        for i, ((key, _), gen) in enumerate(zip(members, gens, strict=True)):
+            N = int(key["N"])
+            best: tuple[float, int, C.QuadForm] | None = None
+            for k in range(i * F, (i + 1) * F):
+                if bool(res.diverged[k]):
+                    continue
+                q = C.quad_form(res.W[k], res.a[k], float(res.c[k]))
+                r = prob.risk(q)
+                if best is None or r < best[0]:
+                    best = (r, k, q)
+            if best is None:
+                raise RuntimeError(f"NN at N = {N}: training diverged at every step size "
+                                   f"({base:g} x {p.lr_factors}); lower nn_lr")
+            _, k, q = best
+            extra = {"lr": base * p.lr_factors[k - i * F]}
+            out.append(self.unit_rows(p, prob, "NN", N, q, float(res.final_loss[k]), extra,
+                                      gen, device))
+        return out
 
     # ------------------------------------------------------------------ asymptotic gap
     def problem_at(self, d: int, target_seed: int) -> C.Problem:
