@@ -352,7 +352,7 @@ class WidthExperiment(Experiment):
     # ------------------------------------------------------------------ the NN grid, batched
     def group(self, p: WidthParams, key: dict[str, Any]) -> str | None:
         """Every NN width (with every step size of ``lr_factors``) is one packed network."""
-        return "NN" if key["method"] == "NN" else None
+        return "NN" if key["method"] == "NN" and "N" in key else None
 
     def run_group(self, p: WidthParams, members: Sequence[tuple[dict[str, Any], int]],
                   group_seed: int, device: torch.device,
@@ -364,7 +364,7 @@ class WidthExperiment(Experiment):
         float32 rounding amplified by the SGD steps (tests/test_packed.py: 1e-9 in float64)."""
         from lazylab.train.packed import train_packed_quad
 
-        if any(key["method"] != "NN" for key, _ in members):
+        if any(self.group(p, key) != "NN" for key, _ in members):
             return super().run_group(p, members, group_seed, device, **kw)
         prob = self.problem(p)
         mg = prob.kind == "mg"
