@@ -166,15 +166,25 @@ class GaussianMixture:
         y = torch.randint(0, 2, (n,), generator=generator, device=dev).to(dtype) * 2 - 1
         Z = torch.randn(n, self.d, generator=generator, device=dev, dtype=dtype)
         pos = (y > 0).unsqueeze(1)
+        Lp, Lm = self._factors(dtype, dev)
         if self._diagonal:
-            sp = torch.as_tensor(np.diag(self._chol[1]).copy(), dtype=dtype, device=dev)
-            sm = torch.as_tensor(np.diag(self._chol[-1]).copy(), dtype=dtype, device=dev)
-            X = Z * torch.where(pos, sp, sm)
+            X = Z * torch.where(pos, Lp, Lm)
         else:
-            Lp = torch.as_tensor(self._chol[1], dtype=dtype, device=dev)
-            Lm = torch.as_tensor(self._chol[-1], dtype=dtype, device=dev)
             X = torch.where(pos, Z @ Lp.T, Z @ Lm.T)
         return X, y
+
+    def _factors(self, dtype: torch.dtype, device: torch.device,
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The class Cholesky factors (their diagonals when diagonal) as tensors, made once per
+        (dtype, device): one-pass SGD samples every step, and a copy from the host each time
+        would put the host in the loop."""
+        key = (dtype, str(device))
+        cache = self.__dict__.setdefault("_factor_cache", {})
+        if key not in cache:
+            pick = (lambda L: np.diag(L).copy()) if self._diagonal else (lambda L: L)
+            cache[key] = tuple(torch.as_tensor(pick(self._chol[s]), dtype=dtype, device=device)
+                               for s in (1, -1))
+        return cache[key]
 
     # ---------------------------------------------------------------- Bayes posterior
     def log_likelihood_ratio(self, X: torch.Tensor) -> torch.Tensor:
