@@ -79,25 +79,29 @@ class _Pack:
         self.lr_unit = self.lr[self.seg]
 
     def forward(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(pre-activations H (B, P), outputs (B, G))."""
-        H = X @ self.W.T
-        out = torch.zeros(X.shape[0], len(self.ids), dtype=X.dtype, device=X.device)
-        out.index_add_(1, self.seg, H * H * self.a)
-        return H, out + self.c
+        """(pre-activations H (P, B), outputs (G, B)): hidden units along rows, so the
+        per-member sums and gathers move whole contiguous rows."""
+        H = self.W @ X.T
+        out = torch.zeros(len(self.ids), X.shape[0], dtype=X.dtype, device=X.device)
+        out.index_add_(0, self.seg, H * H * self.a.unsqueeze(1))
+        return H, out + self.c.unsqueeze(1)
 
     def step(self, X: torch.Tensor, y: torch.Tensor, mult: float,
              train_second: bool) -> torch.Tensor:
         """One SGD step of every member on (X, y); returns the batch losses (G,) before it."""
         H, out = self.forward(X)
-        r = out - y.unsqueeze(1)
-        loss = (r * r).mean(0)
+        r = out - y.unsqueeze(0)
+        loss = (r * r).mean(1)
         g_out = r * (2.0 / X.shape[0])
-        g_Z = g_out.index_select(1, self.seg)
-        g_H = g_Z * H * (2.0 * self.a)  # with a before this step's update
+        g_Z = g_out.index_select(0, self.seg)
+        step = mult * self.lr_unit
+        # The step size folded into the (P, B) factor: the W update is one fused GEMM,
+        # W <- W - (step g_H) X, with no extra pass over the (P, d) matrix.
+        g_Hs = g_Z * H * (2.0 * step * self.a).unsqueeze(1)  # with a before this update
         if train_second:
-            self.a -= (mult * self.lr_unit) * (g_Z * H * H).sum(0)
-        self.W -= (mult * self.lr_unit).unsqueeze(1) * (g_H.T @ X)
-        self.c -= (mult * self.lr) * g_out.sum(0)
+            self.a -= step * (g_Z * H * H).sum(1)
+        self.W.addmm_(g_Hs, X, alpha=-1.0)
+        self.c -= (mult * self.lr) * g_out.sum(1)
         return loss
 
 
@@ -128,7 +132,7 @@ def train_packed_quad(W0: Sequence[torch.Tensor], lrs: Sequence[float], *, sampl
         if t == steps:
             with torch.no_grad():
                 _, out = pack.forward(X)
-                final = ((out - y.unsqueeze(1)) ** 2).mean(0)
+                final = ((out - y.unsqueeze(0)) ** 2).mean(1)
             break
         loss = pack.step(X, y, schedule(t) if schedule is not None else 1.0, train_second)
         if check_every and t % check_every == 0:
