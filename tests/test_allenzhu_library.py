@@ -225,6 +225,29 @@ def test_batched_grid_equals_configs_run_one_by_one(trainable, linearize):
                                   rtol=0), n
 
 
+def test_diverged_configurations_drop_out_and_the_rest_are_unchanged():
+    """A step size that overflows in the first epochs is left out from then on (NaN
+    parameters, NaN losses, infinite error); the others equal their runs alone to 1e-10."""
+    net = MLP2(6, 2, 16, generator=gen(21), dtype=F64)
+    X = torch.randn(40, 6, generator=gen(22), dtype=F64)
+    Y = torch.randn(40, 2, generator=gen(23), dtype=F64)
+    res = train_grid(net, X, Y, lrs=[0.01, 1e4], wds=[0.0, 1e-2], epochs=6, batch_size=10,
+                     generator=gen(24))
+    errs = res.errors(X, Y)
+    diverged = [gi for gi, (lr, _) in enumerate(res.configs) if lr == 1e4]
+    for gi, (lr, wd) in enumerate(res.configs):
+        if gi in diverged:
+            assert math.isinf(float(errs[gi]))
+            assert all(bool(t[gi].isnan().all()) for t in res.params.values())
+            assert bool(res.train_loss[gi, -1].isnan())
+            continue
+        one = train_grid(net, X, Y, lrs=[lr], wds=[wd], epochs=6, batch_size=10,
+                         generator=gen(24))
+        for n in res.params:
+            assert torch.allclose(res.params[n][gi], one.params[n][0], atol=1e-10, rtol=0)
+    assert len(diverged) == 2
+
+
 def test_linearized_training_matches_its_taylor_model():
     """NTK mode: the trained function is f(theta0) + J(theta0)(theta - theta0) exactly."""
     net = MLP2(4, 2, 10, generator=gen(15), dtype=F64)

@@ -22,7 +22,7 @@ import torch
 
 from lazylab.errors import DataNotFound, InputError
 from lazylab.experiments import all_experiments
-from lazylab.runner import ExecutionPolicy, make_backend, plan_units, resolve_spec
+from lazylab.runner import ExecutionPolicy, make_backend, plan_groups, resolve_spec
 from lazylab.runner.backends import make_job
 from lazylab.runner.job import uses_prepare
 
@@ -64,7 +64,9 @@ def test_smallest_paper_scale_unit_runs_on_cuda_deterministically(exp):
         pytest.skip(str(e))
     except InputError as e:
         pytest.fail(f"paper scale does not resolve: {e}")
-    unit = min(plan_units(spec), key=lambda u: size(u.key))
+    # The group (a batched grid, or a unit alone) holding the smallest unit.
+    group = min(plan_groups(spec), key=lambda g: min(size(u.key) for u in g.units))
+    unit = min(group.units, key=lambda u: size(u.key))
     try:
         prep = exp.prepare(spec.params, dev) if uses_prepare(exp) else None
     except FileNotFoundError as e:
@@ -73,7 +75,7 @@ def test_smallest_paper_scale_unit_runs_on_cuda_deterministically(exp):
     for _ in range(2):
         try:
             rows = [r for _, r, _ in make_backend("serial").run(exp, make_job(spec, prep),
-                                                                 [unit])]
+                                                                 [group])]
         except DataNotFound as e:
             pytest.skip(str(e))
         runs.append(rows)

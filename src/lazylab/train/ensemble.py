@@ -136,6 +136,94 @@ def _forward_fn(model: nn.Module, fixed: dict[str, torch.Tensor],
     return f_lin
 
 
+@dataclass(frozen=True)
+class _Schedule:
+    """The SGD protocol of :func:`train_grid`."""
+
+    epochs: int
+    decay_epoch: int
+    decay_factor: float
+    batch_size: int
+    momentum: float
+
+
+class _Flat:
+    """The stacked parameters of G configurations in one (G, T) tensor, with a (G, *shape)
+    view per name: the momentum-SGD update is four passes over one tensor, whatever the
+    number of parameter tensors (instead of five per tensor)."""
+
+    def __init__(self, theta0: dict[str, torch.Tensor], G: int):
+        self.names = list(theta0)
+        self.shapes = [theta0[nm].shape for nm in self.names]
+        self.data = torch.cat([theta0[nm].reshape(1, -1).expand(G, -1) for nm in self.names],
+                              dim=1).contiguous()
+        self.sizes = [int(math.prod(s)) for s in self.shapes]
+
+    def views(self, data: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """name -> (G, *shape) view of ``data`` (default: the parameters)."""
+        base = self.data if data is None else data
+        out, off = {}, 0
+        for nm, shape, k in zip(self.names, self.shapes, self.sizes, strict=True):
+            out[nm] = base[:, off:off + k].view(base.shape[0], *shape)
+            off += k
+        return out
+
+    def flatten(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+        """(G, T) concatenation of (G, *shape) tensors in parameter order."""
+        return torch.cat([tensors[nm].reshape(tensors[nm].shape[0], -1) for nm in self.names],
+                         dim=1)
+
+    def keep(self, rows: torch.Tensor) -> None:
+        """Keep only the configurations ``rows`` (a boolean mask)."""
+        self.data = self.data[rows]
+
+
+def _train_chunk(step_grad, theta0: dict[str, torch.Tensor],
+                 cfg: list[tuple[float, float]], X: torch.Tensor, Y: torch.Tensor,
+                 perms: list[torch.Tensor], sched: _Schedule,
+                 ) -> tuple[_Flat, torch.Tensor]:
+    """Train one chunk of configurations; returns their parameters and epoch losses.
+
+    A configuration whose epoch loss is not finite has diverged (a non-finite loss makes the
+    next gradient, hence the parameters, non-finite for good): from then on it is left out of
+    the computation, its parameters are NaN and its later epoch losses NaN.
+    """
+    G, n = len(cfg), X.shape[0]
+    flat = _Flat(theta0, G)
+    buf: torch.Tensor | None = None
+    live = torch.arange(G)
+    lr0 = torch.tensor([c[0] for c in cfg], dtype=X.dtype, device=X.device).unsqueeze(1)
+    wd = torch.tensor([c[1] for c in cfg], dtype=X.dtype, device=X.device).unsqueeze(1)
+    ep_loss = torch.full((G, sched.epochs), math.nan, dtype=torch.float64)
+    for e in range(sched.epochs):
+        lr = lr0 / sched.decay_factor if e >= sched.decay_epoch else lr0
+        tot = torch.zeros(len(live), dtype=torch.float64, device=X.device)
+        for s in range(0, n, sched.batch_size):
+            idx = perms[e][s:s + sched.batch_size]
+            g, val = step_grad(flat.views(), X[idx], Y[idx])
+            with torch.no_grad():
+                gf = flat.flatten(g).addcmul_(flat.data, wd)  # grad + wd theta
+                buf = gf if buf is None else buf.mul_(sched.momentum).add_(gf)
+                flat.data.addcmul_(buf, lr, value=-1.0)
+                tot += val.double() * len(idx)
+        ep = (tot / n).cpu()
+        ep_loss[live, e] = ep
+        ok = torch.isfinite(ep)
+        if not bool(ok.all()):
+            flat.keep(ok.to(flat.data.device))
+            lr0, wd = lr0[ok.to(lr0.device)], wd[ok.to(wd.device)]
+            if buf is not None:
+                buf = buf[ok.to(buf.device)]
+            live = live[ok]
+            if not len(live):
+                break
+    full = torch.full((G, flat.data.shape[1]), math.nan, dtype=flat.data.dtype,
+                      device=flat.data.device)
+    full[live.to(full.device)] = flat.data
+    flat.data = full
+    return flat, ep_loss
+
+
 def train_grid(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, *, lrs: Sequence[float],
                wds: Sequence[float], trainable: str | Sequence[str] = "all", epochs: int,
                batch_size: int = 50, momentum: float = 0.9, decay_at: float = 0.5,
@@ -183,42 +271,16 @@ def train_grid(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, *, lrs: Seque
     # The batch order: one permutation per epoch, drawn up front (shared by all groups).
     perms = [torch.randperm(n, generator=generator, device=generator.device).to(X.device)
              for _ in range(int(epochs))]
-    decay_epoch = math.floor(decay_at * epochs)
+    sched = _Schedule(int(epochs), math.floor(decay_at * epochs), decay_factor, batch_size,
+                      momentum)
     size = len(configs) if max_group is None else max(1, int(max_group))
     out_params: dict[str, list[torch.Tensor]] = {nm: [] for nm in names}
     losses = []
     for lo in range(0, len(configs), size):
-        cfg = configs[lo:lo + size]
-        G = len(cfg)
-        P = {nm: theta0[nm].unsqueeze(0).repeat(G, *[1] * theta0[nm].ndim).clone()
-             for nm in names}
-        buf: dict[str, torch.Tensor] | None = None
-        lr0 = torch.tensor([c[0] for c in cfg], dtype=X.dtype, device=X.device)
-        wd = torch.tensor([c[1] for c in cfg], dtype=X.dtype, device=X.device)
-        ep_loss = torch.zeros(G, int(epochs), dtype=torch.float64)
-        for e in range(int(epochs)):
-            lr = lr0 / decay_factor if e >= decay_epoch else lr0
-            perm = perms[e]
-            tot = torch.zeros(G, dtype=torch.float64, device=X.device)
-            for s in range(0, n, batch_size):
-                idx = perm[s:s + batch_size]
-                xb, yb = X[idx], Y[idx]
-                g, val = step_grad(P, xb, yb)
-                with torch.no_grad():
-                    for nm in names:
-                        shape = (G,) + (1,) * theta0[nm].ndim
-                        g[nm].add_(wd.view(shape) * P[nm])
-                    if buf is None:
-                        buf = {nm: g[nm].clone() for nm in names}
-                    else:
-                        for nm in names:
-                            buf[nm].mul_(momentum).add_(g[nm])
-                    for nm in names:
-                        P[nm].sub_(lr.view((G,) + (1,) * theta0[nm].ndim) * buf[nm])
-                    tot += val.double() * len(idx)
-            ep_loss[:, e] = (tot / n).cpu()
-        for nm in names:
-            out_params[nm].append(P[nm])
+        flat, ep_loss = _train_chunk(step_grad, theta0, configs[lo:lo + size], X, Y, perms,
+                                     sched)
+        for nm, v in flat.views().items():
+            out_params[nm].append(v)
         losses.append(ep_loss)
     params = {nm: torch.cat(v) for nm, v in out_params.items()}
     return GridRun(model, configs, params, fixed, theta0, linearize, torch.cat(losses))
