@@ -52,6 +52,27 @@ def _run(toy, out: Path, backend: str, seeds: int = 3, **sets: str):
         return o, st.count(toy.id), (out / toy.id / "results.csv").read_bytes()
 
 
+def test_ray_groups_are_byte_identical_to_serial_and_resume_in_a_group(toy, cluster, tmp_path):
+    """Batched groups as Ray tasks: the same table as serial; a run stopped by --max-time
+    inside the grid and resumed through Ray gives it too."""
+    import time
+
+    from lazylab.errors import OutOfTime
+
+    sets = {"ns": "100,200,300,400,500", "groups": "2"}
+    serial = _run(toy, tmp_path / "serial", "local", **sets)
+    via_ray = _run(toy, tmp_path / "ray", "ray", **sets)
+    assert via_ray[2] == serial[2] and via_ray[1] == 15
+    spec = resolve_spec(toy, "quick", dict(sets, sleep="0.5"), 3, CPU)
+    out = tmp_path / "stopped"
+    with Store(out / STORE_NAME) as st, pytest.raises(OutOfTime):
+        run_experiment(spec, out, st, backend="ray", deadline=time.monotonic() + 1.0)
+    with Store(out / STORE_NAME) as st:
+        o = run_experiment(spec, out, st, backend="ray", resume=True)
+    assert o.computed + o.reused == 15 and o.computed > 0
+    assert (out / toy.id / "results.csv").read_bytes() == serial[2]
+
+
 def test_ray_results_are_byte_identical_to_serial(toy, cluster, tmp_path):
     serial = _run(toy, tmp_path / "serial", "local")
     via_ray = _run(toy, tmp_path / "ray", "ray")
