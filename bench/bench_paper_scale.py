@@ -10,7 +10,10 @@ with the number of steps capped, this measures in one run on the device at hand:
 * ``flop/step`` of the batched step (``torch.utils.flop_counter``);
 * the measured seconds per batched step here, and the projected paper-scale time: step time
   x the paper's steps x groups (one group per seed);
-* the compute-bound floor: flop x steps / the GEMM throughput measured here.
+* the compute-bound floor: flop x steps / the GEMM throughput measured here;
+* a one-H100 model of the same steps: max(operations x LAUNCH_SECONDS, flop / H100_FLOPS)
+  per step (a step is bound by its launches or its arithmetic, whichever is slower), with the
+  constants measured on the lent H100s (docs/paper-scale.md).
 
 Run: ``.venv/bin/python bench/bench_paper_scale.py [--steps 20] [--device cpu|cuda]
 [--threads 1]``. Recorded in ``runs/bench.json`` under ``paper_scale``.
@@ -34,6 +37,12 @@ from lazylab.experiments.ghorbani import common as C
 from lazylab.seeding import torch_generator
 from lazylab.train import fit
 from lazylab.train.packed import train_packed_quad
+
+#: float32 GEMM throughput of the lent H100 (8192^3, TF32 off), flop/s.
+H100_FLOPS = 51.5e12
+#: Seconds per launched operation of eager PyTorch on the H100: a 39-operation Ghorbani SGD
+#: step took 100-300 us there, 2.5-7.7 us an operation; the middle of that range.
+LAUNCH_SECONDS = 5e-6
 
 
 class OpCounter(TorchDispatchMode):
@@ -85,37 +94,37 @@ class Row:
     def projected(self) -> float:
         return self.step_seconds * self.paper_steps * self.groups
 
-
-def measure(fn: Callable[[int], Any], steps: int, device: torch.device) -> tuple[float, float]:
-    """(aten operations, process CPU seconds) per step of ``fn(steps)``: the difference
-    between ``steps`` and ``2 steps`` over ``steps``, so set-up and the final evaluation,
-    paid once per run of 10^5 steps, do not count."""
-    def one(k: int) -> tuple[int, float]:
-        with OpCounter() as oc:
-            fn(k)
-        sync(device)
-        t0 = time.process_time()
-        fn(k)
-        sync(device)
-        return oc.n, time.process_time() - t0
-
-    (o1, c1), (o2, c2) = one(steps), one(2 * steps)
-    return (o2 - o1) / steps, max(c2 - c1, 1e-9) / steps
+    @property
+    def h100(self) -> float:
+        """The one-H100 model of the paper's steps (module docstring)."""
+        per_step = max(self.ops_batched * self.configs * LAUNCH_SECONDS,
+                       self.flop_step / H100_FLOPS)
+        return per_step * self.paper_steps * self.groups
 
 
-def wall_per_step(fn: Callable[[int], Any], steps: int, device: torch.device) -> float:
-    """Wall seconds per step (the same difference as :func:`measure`), best of 2."""
-    best = float("inf")
-    for _ in range(2):
-        ts = []
-        for k in (steps, 2 * steps):
+def measure(fn: Callable[[int], Any], steps: int, device: torch.device,
+            repeats: int = 3) -> tuple[float, float, float]:
+    """(aten operations, process CPU seconds, wall seconds) per step of ``fn``: the
+    difference between runs of ``steps`` and ``2 steps``, over ``steps`` (so set-up and the
+    final evaluation, paid once per run of 10^5 steps, do not count); the times are the best
+    of ``repeats`` runs of each length, which a busy machine only slows."""
+    with OpCounter() as oc:
+        fn(steps)
+    ops1 = oc.n
+    with OpCounter() as oc:
+        fn(2 * steps)
+    cpu = {steps: float("inf"), 2 * steps: float("inf")}
+    wall = dict(cpu)
+    for _ in range(repeats):
+        for k in cpu:
             sync(device)
-            t0 = time.perf_counter()
+            c0, w0 = time.process_time(), time.perf_counter()
             fn(k)
             sync(device)
-            ts.append(time.perf_counter() - t0)
-        best = min(best, (ts[1] - ts[0]) / steps)
-    return best
+            cpu[k] = min(cpu[k], time.process_time() - c0)
+            wall[k] = min(wall[k], time.perf_counter() - w0)
+    return ((oc.n - ops1) / steps, max(cpu[2 * steps] - cpu[steps], 1e-9) / steps,
+            max(wall[2 * steps] - wall[steps], 1e-9) / steps)
 
 
 def flop_per_step(fn: Callable[[int], Any]) -> float:
@@ -156,10 +165,10 @@ def ghorbani_width(exp_id: str, steps: int, device: torch.device) -> Row:
                           sampler=sampler, steps=k, batch_size=p.batch_size,
                           generator=torch_generator(1, device))
 
-    ops_a, cpu_a = measure(alone, steps, device)
-    ops_b, cpu_b = measure(batched, steps, device)
-    return Row(exp_id, G, ops_a / G, ops_b / G, cpu_a, cpu_b, flop_per_step(batched),
-               wall_per_step(batched, steps, device), p.sgd_steps, 1)
+    ops_a, cpu_a, _ = measure(alone, steps, device)
+    ops_b, cpu_b, wall_b = measure(batched, steps, device)
+    return Row(exp_id, G, ops_a / G, ops_b / G, cpu_a, cpu_b, flop_per_step(batched), wall_b,
+               p.sgd_steps, 1)
 
 
 BENCHES = {"ghorbani-qf-width": ghorbani_width, "ghorbani-mg-width": ghorbani_width}
@@ -167,7 +176,7 @@ BENCHES = {"ghorbani-qf-width": ghorbani_width, "ghorbani-mg-width": ghorbani_wi
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=20, help="capped steps per configuration")
+    ap.add_argument("--steps", type=int, default=10, help="capped steps per configuration")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--only", nargs="*", default=None, help="experiment ids")
@@ -179,7 +188,7 @@ def main() -> None:
           f"{a.steps} capped steps")
     head = (f"{'experiment':<20} {'cfgs':>5} {'ops/cfg-step alone':>18} {'batched':>8} "
             f"{'ratio':>6} {'CPU-s/step alone':>16} {'batched':>8} {'ratio':>6} {'GFLOP/step':>10} "
-            f"{'s/step':>8} {'projected':>10} {'floor':>8}")
+            f"{'s/step':>8} {'projected':>10} {'floor':>8} {'H100 model':>10}")
     print(head)
     out: dict[str, Any] = {"device": str(device), "gemm_flops": peak, "steps": a.steps}
     for exp_id, fn in BENCHES.items():
@@ -190,7 +199,8 @@ def main() -> None:
         print(f"{r.experiment:<20} {r.configs:>5} {r.ops_alone:>18.1f} {r.ops_batched:>8.2f} "
               f"{r.ops_alone / r.ops_batched:>6.1f} {r.cpu_alone:>16.4f} {r.cpu_batched:>8.4f} "
               f"{r.cpu_alone / r.cpu_batched:>6.2f} {r.flop_step / 1e9:>10.2f} "
-              f"{r.step_seconds:>8.4f} {r.projected / 60:>8.1f} m {floor / 60:>6.1f} m")
+              f"{r.step_seconds:>8.4f} {r.projected / 60:>8.1f} m {floor / 60:>6.1f} m "
+              f"{r.h100:>8.1f} s")
         out[r.experiment] = {
             "configs": r.configs, "ops_per_config_step_alone": r.ops_alone,
             "ops_per_config_step_batched": r.ops_batched,
@@ -198,7 +208,8 @@ def main() -> None:
             "cpu_seconds_per_step_batched": r.cpu_batched, "cpu_ratio": r.cpu_alone / r.cpu_batched,
             "flop_per_step": r.flop_step, "seconds_per_step": r.step_seconds,
             "paper_steps": r.paper_steps, "groups": r.groups,
-            "projected_seconds": r.projected, "floor_seconds": floor}
+            "projected_seconds": r.projected, "floor_seconds": floor,
+            "h100_model_seconds": r.h100}
     record("paper_scale", out, device)
 
 
