@@ -88,6 +88,13 @@ class Activation:
     def __call__(self, u: torch.Tensor) -> torch.Tensor:
         return self.fn(u)
 
+    def __reduce__(self):
+        """A registered activation pickles as its name (its closures do not pickle), so
+        models and estimators built on it do; a user activation pickles field by field."""
+        if ACTIVATIONS.get(self.name) is self:
+            return (get_activation, (self.name,))
+        return super().__reduce__()
+
     def deriv(self, u: torch.Tensor, order: int = 1) -> torch.Tensor:
         """The ``order``-th derivative sigma^(order)(u); order 0 is sigma itself.
 

@@ -1,63 +1,79 @@
-"""sklearn-style estimators on top of lazylab's models and solvers.
+"""scikit-learn estimators on top of lazylab's models and solvers.
 
 :class:`RandomFeaturesRegressor` fits the second layer of a random-features model
 (Ghorbani et al. 2019, Eq. (2)) by ridge least squares; :class:`KernelRegressor` is kernel
-ridge(less) regression with the closed-form NTK / NNGP or the Gaussian kernel at any n
-(:func:`lazylab.solve.kernel_regression`, never forming the n x n matrix). Both have
-``fit`` / ``predict`` / ``score`` as in scikit-learn. They live above ``models`` and ``solve``
-in the layer order.
+ridge(less) regression with the closed-form NTK / NNGP or the Gaussian kernel at any n: a
+direct (Cholesky) solve while the n x n kernel fits the memory budget, Nystrom-preconditioned
+conjugate gradients over kernel tiles above it (:func:`lazylab.solve.kernel_regression`, never
+forming the n x n matrix). Both are scikit-learn estimators (``BaseEstimator`` and
+``RegressorMixin``, checked by ``sklearn.utils.estimator_checks``), so pipelines, grid searches
+and cross-validation take them; they accept one or several targets (y of shape (n,) or
+(n, k)). numpy in gives numpy out; torch tensors in give tensors out.
+
+Example
+-------
+>>> import numpy as np
+>>> from sklearn.model_selection import GridSearchCV
+>>> from sklearn.pipeline import make_pipeline
+>>> from sklearn.preprocessing import StandardScaler
+>>> rng = np.random.default_rng(0)
+>>> X = rng.standard_normal((120, 3)); y = np.tanh(X[:, 0] * X[:, 1])
+>>> pipe = make_pipeline(StandardScaler(), KernelRegressor())
+>>> search = GridSearchCV(pipe, {"kernelregressor__ridge": [1e-3, 1e-1]}, cv=3).fit(X, y)
+>>> search.best_params_["kernelregressor__ridge"] in (1e-3, 1e-1)
+True
 """
 
 from __future__ import annotations
 
-import inspect
+import warnings
 from typing import Any
 
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
 
+from lazylab.device import memory_budget
 from lazylab.models.random_features import RandomFeatures
 from lazylab.solve import kernel_regression, lstsq
+from lazylab.solve.direct import kernel_ridge
+from lazylab.solve.kernel_solver import make_kernel
 
 __all__ = ["RandomFeaturesRegressor", "KernelRegressor"]
 
-
-class _Estimator:
-    """The scikit-learn estimator protocol: get_params / set_params / repr / score (R^2)."""
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """The constructor arguments (scikit-learn estimator protocol)."""
-        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
-        return {k: getattr(self, k) for k in names}
-
-    def set_params(self, **params: Any):
-        """Set constructor arguments by name (scikit-learn estimator protocol)."""
-        valid = self.get_params()
-        for k, v in params.items():
-            if k not in valid:
-                raise ValueError(f"unknown parameter {k!r}; allowed: {sorted(valid)}")
-            setattr(self, k, v)
-        return self
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
-
-    def predict(self, X):  # pragma: no cover - implemented by subclasses
-        raise NotImplementedError
-
-    def score(self, X, y) -> float:
-        """Coefficient of determination R^2 = 1 - sum (y - f)^2 / sum (y - mean y)^2."""
-        pred = torch.as_tensor(self.predict(X)).to(torch.float64).cpu()
-        yt = torch.as_tensor(np.asarray(y) if not isinstance(y, torch.Tensor) else y)
-        yt = yt.to(torch.float64).cpu()
-        ss_res = float(((yt - pred) ** 2).sum())
-        ss_tot = float(((yt - yt.mean()) ** 2).sum())
-        return 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
+_DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
-class RandomFeaturesRegressor(_Estimator):
-    """scikit-learn style random-features ridge regression.
+def _numpy(A: Any) -> Any:
+    """A torch tensor as a numpy array (anything else unchanged, for validate_data)."""
+    return A.detach().cpu().numpy() if isinstance(A, torch.Tensor) else A
+
+
+class _TorchRegressor(RegressorMixin, BaseEstimator):
+    """Validation, tags and the tensor-in / tensor-out rule shared by the regressors."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+    def _fit_data(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+        X, y = validate_data(self, _numpy(X), _numpy(y), multi_output=True, y_numeric=True,
+                             dtype=np.float64)
+        return X, y
+
+    def _predict_data(self, X: Any) -> np.ndarray:
+        check_is_fitted(self)
+        return validate_data(self, _numpy(X), reset=False, dtype=np.float64)
+
+    @staticmethod
+    def _out(pred: torch.Tensor, X: Any) -> Any:
+        return pred if isinstance(X, torch.Tensor) else pred.detach().cpu().numpy()
+
+
+class RandomFeaturesRegressor(_TorchRegressor):
+    """Random-features ridge regression.
 
     fit: draws W (seeded), then a_hat = argmin_a ||phi(X) a - y||^2 + ridge ||a||^2
     (with an unpenalised offset when ``fit_intercept``), solved by :func:`lazylab.solve.lstsq`
@@ -73,23 +89,19 @@ class RandomFeaturesRegressor(_Estimator):
     device : where the features are computed ("cpu", "cuda", ...).
     weight_std, covariance, scaling : the feature distribution, as in :class:`RandomFeatures`.
     fit_intercept : fit an unpenalised offset c (by centring features and targets).
-    dtype : compute dtype (float64 by default: least squares on near-singular features).
+    dtype : compute dtype, "float64" (default: least squares on near-singular features) or
+        "float32" (a ``torch.dtype`` is accepted too).
 
     Attributes (after fit)
     ----------------------
-    model_ : the fitted :class:`RandomFeatures` module (a and c set).
-    coef_ : (m,) numpy copy of a; intercept_ : float offset.
-
-    Inputs may be numpy arrays or torch tensors; ``predict`` returns the same kind as its input.
-    It follows the estimator protocol (``get_params`` / ``set_params`` / ``score``, so
-    ``sklearn.base.clone`` and grid searches work) without importing scikit-learn, whose import
-    would slow down every ``import lazylab.models`` by seconds.
+    model_ : the fitted :class:`RandomFeatures` module (a and c set; for one target).
+    coef_ : (m,) or (m, k) numpy coefficients; intercept_ : float or (k,) offsets.
     """
 
     def __init__(self, width: int = 100, activation: str = "relu", ridge: float = 0.0,
                  seed: int = 0, device: str = "cpu", weight_std: float = 1.0,
                  covariance: np.ndarray | None = None, scaling: str = "none",
-                 fit_intercept: bool = False, dtype: torch.dtype = torch.float64):
+                 fit_intercept: bool = False, dtype: str = "float64"):
         self.width = width
         self.activation = activation
         self.ridge = ridge
@@ -101,121 +113,160 @@ class RandomFeaturesRegressor(_Estimator):
         self.fit_intercept = fit_intercept
         self.dtype = dtype
 
-    def _as_tensor(self, A, name: str) -> torch.Tensor:
-        T = torch.as_tensor(np.asarray(A) if not isinstance(A, torch.Tensor) else A)
-        if not (T.is_floating_point() or T.dtype in (torch.int32, torch.int64)):
-            raise ValueError(f"{name} must be numeric; got dtype {T.dtype}")
-        return T.to(device=torch.device(self.device), dtype=self.dtype)
+    def _dtype(self) -> torch.dtype:
+        if isinstance(self.dtype, torch.dtype):
+            return self.dtype
+        if self.dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(_DTYPES)}; got {self.dtype!r}")
+        return _DTYPES[self.dtype]
 
     def fit(self, X, y) -> RandomFeaturesRegressor:
         """Draw the features and solve the ridge least-squares problem for a (and c)."""
-        Xt, yt = self._as_tensor(X, "X"), self._as_tensor(y, "y")
-        if Xt.dim() != 2:
-            raise ValueError(f"X must be 2-D (n, d); got shape {tuple(Xt.shape)}")
-        if yt.shape != (Xt.shape[0],):
-            raise ValueError(f"y must have shape ({Xt.shape[0]},); got {tuple(yt.shape)}")
         if float(self.ridge) < 0:
             raise ValueError(f"ridge must be >= 0; got {self.ridge!r}")
-        dev = torch.device(self.device)
+        Xn, yn = self._fit_data(X, y)
+        dev, dt = torch.device(self.device), self._dtype()
+        Xt = torch.tensor(Xn, dtype=dt, device=dev)
+        yt = torch.tensor(yn, dtype=dt, device=dev)
         gen = torch.Generator(device=dev).manual_seed(int(self.seed))
         cov = None if self.covariance is None else torch.as_tensor(self.covariance)
         model = RandomFeatures(Xt.shape[1], self.width, activation=self.activation,
                                weight_std=self.weight_std, covariance=cov,
                                scaling=self.scaling, bias=self.fit_intercept, generator=gen,
-                               device=dev, dtype=self.dtype)
+                               device=dev, dtype=dt)
         F = model.features(Xt)
         if self.fit_intercept:
             # The unpenalised offset is eliminated by centring: c = mean(y) - mean(F) a.
-            Fm, ym = F.mean(0), yt.mean()
+            Fm, ym = F.mean(0), yt.mean(0)
             coef = lstsq(F - Fm, yt - ym, ridge=float(self.ridge))
             intercept = ym - Fm @ coef
         else:
             coef = lstsq(F, yt, ridge=float(self.ridge))
-            intercept = None
-        with torch.no_grad():
-            model.a.copy_(coef)
-            if intercept is not None:
-                model.c.copy_(intercept)
-        self.model_ = model
+            intercept = torch.zeros(yt.shape[1:], dtype=dt, device=dev)
+        if coef.dim() == 1:
+            with torch.no_grad():
+                model.a.copy_(coef)
+                if self.fit_intercept:
+                    model.c.copy_(intercept)
+        self.model_, self._coef, self._intercept = model, coef, intercept
         self.coef_ = coef.detach().cpu().numpy()
-        self.intercept_ = float(intercept) if intercept is not None else 0.0
-        self.n_features_in_ = Xt.shape[1]
+        ic = intercept.detach().cpu().numpy()
+        self.intercept_ = float(ic) if ic.ndim == 0 else ic
         return self
 
     def predict(self, X):
-        """f(X) = phi(X) a_hat (+ c); numpy in, numpy out; tensor in, tensor out."""
-        if not hasattr(self, "model_"):
-            raise ValueError("this RandomFeaturesRegressor is not fitted yet; call fit(X, y)")
-        Xt = self._as_tensor(X, "X")
+        """f(X) = phi(X) a_hat (+ c), one column per target."""
+        Xn = self._predict_data(X)
+        Xt = torch.tensor(Xn, dtype=self._coef.dtype, device=self._coef.device)
         with torch.no_grad():
-            out = self.model_(Xt)
-        return out if isinstance(X, torch.Tensor) else out.cpu().numpy()
+            out = self.model_.features(Xt) @ self._coef + self._intercept
+        return self._out(out, X)
 
 
-class KernelRegressor(_Estimator):
-    """scikit-learn style kernel ridge(less) regression at any n.
+class KernelRegressor(_TorchRegressor):
+    """Kernel ridge(less) regression at any n.
 
-    fit solves (K + ridge I) alpha = y by Nystrom-preconditioned CG over kernel tiles
-    (:func:`lazylab.solve.kernel_regression`: memory O(n (d + rank))); predict returns
-    k(X, X_train) alpha. ``ridge`` has sklearn ``KernelRidge``'s ``alpha`` convention.
+    fit solves (K + ridge I) alpha = y; predict returns k(X, X_train) alpha. ``ridge`` has
+    sklearn ``KernelRidge``'s ``alpha`` convention. ``solver="auto"`` solves directly
+    (Cholesky, float64, eigendecomposition fallback) when the n x n float64 kernel takes at
+    most ``memory_budget`` bytes (default: the device's block budget, 256 MiB on a CPU, i.e.
+    n <= 5792), and by Nystrom-preconditioned conjugate gradients over float32 kernel tiles
+    (:func:`lazylab.solve.kernel_regression`, memory O(n (d + rank))) above it; ``"direct"``
+    and ``"cg"`` force one. A CG fit that stops above ``tol`` warns with the residual reached.
 
     Parameters
     ----------
     kernel : "ntk", "nngp", "gaussian" (see :func:`lazylab.solve.kernel_solver.make_kernel`).
     activation, trained : of the NTK / NNGP (default relu, first layer: Arora et al.'s H-inf).
     bandwidth : of the Gaussian kernel.
-    ridge : >= 0 (0: ridgeless interpolation).
-    tol : relative residual of the CG solve; rank : Nystrom preconditioner rank.
+    ridge : >= 0 (0: ridgeless interpolation; the minimum-norm solution when K is singular).
+    solver : "auto", "direct" or "cg".
+    tol : relative residual of the CG solve (its float32 tiles reach about 1e-5, not much
+        less); rank : Nystrom preconditioner rank.
     max_iter : CG iteration cap; seed : seed of the Nystrom landmarks.
-    device : where kernel tiles are computed.
+    device : where kernels are computed; memory_budget : bytes (see above).
 
     Attributes (after fit)
     ----------------------
-    fit_ : the :class:`lazylab.solve.KernelRegression` (alpha, CG info, residuals).
+    solver_ : the solver used; alpha_ : (n,) or (n, k) coefficients (float64 tensor);
+    n_iter_ : CG iterations (1 for the direct solve);
+    fit_ : the :class:`lazylab.solve.KernelRegression` of a CG fit (CG info, residuals).
     """
 
     def __init__(self, kernel: str = "ntk", activation: str = "relu", trained: str = "first",
-                 bandwidth: float | None = None, ridge: float = 0.0, tol: float = 1e-6,
-                 rank: int = 200, max_iter: int = 500, seed: int = 0, device: str = "cpu"):
+                 bandwidth: float | None = None, ridge: float = 0.0, solver: str = "auto",
+                 tol: float = 1e-4, rank: int = 200, max_iter: int = 500, seed: int = 0,
+                 device: str = "cpu", memory_budget: int | None = None):
         self.kernel = kernel
         self.activation = activation
         self.trained = trained
         self.bandwidth = bandwidth
         self.ridge = ridge
+        self.solver = solver
         self.tol = tol
         self.rank = rank
         self.max_iter = max_iter
         self.seed = seed
         self.device = device
+        self.memory_budget = memory_budget
 
-    @staticmethod
-    def _tensor(A, name: str) -> torch.Tensor:
-        T = torch.as_tensor(np.asarray(A) if not isinstance(A, torch.Tensor) else A)
-        if not (T.is_floating_point() or T.dtype in (torch.int32, torch.int64)):
-            raise ValueError(f"{name} must be numeric; got dtype {T.dtype}")
-        return T.to(torch.float64)
+    def _choose(self, n: int) -> str:
+        if self.solver not in ("auto", "direct", "cg"):
+            raise ValueError(f"solver must be 'auto', 'direct' or 'cg'; got {self.solver!r}")
+        if self.solver != "auto":
+            return self.solver
+        budget = (memory_budget(self.device) if self.memory_budget is None
+                  else int(self.memory_budget))
+        return "direct" if 8 * n * n <= budget else "cg"
 
     def fit(self, X, y) -> KernelRegressor:
         """Solve for the coefficients alpha (y may be (n,) or (n, k))."""
-        Xt, yt = self._tensor(X, "X"), self._tensor(y, "y")
-        if Xt.dim() != 2:
-            raise ValueError(f"X must be 2-D (n, d); got shape {tuple(Xt.shape)}")
-        if yt.shape[0] != Xt.shape[0] or yt.dim() > 2:
-            raise ValueError(f"y must have shape ({Xt.shape[0]},) or ({Xt.shape[0]}, k); "
-                             f"got {tuple(yt.shape)}")
+        if float(self.ridge) < 0:
+            raise ValueError(f"ridge must be >= 0; got {self.ridge!r}")
+        Xn, yn = self._fit_data(X, y)
         dev = torch.device(self.device)
-        gen = torch.Generator().manual_seed(int(self.seed))
-        self.fit_ = kernel_regression(
-            Xt.to(dev), yt.to(dev), kernel=self.kernel, ridge=float(self.ridge),
-            tol=float(self.tol), rank=min(int(self.rank), Xt.shape[0]),
-            max_iter=int(self.max_iter), activation=self.activation, trained=self.trained,
-            bandwidth=self.bandwidth, generator=gen, device=dev)
-        self.n_features_in_ = Xt.shape[1]
+        Xt = torch.tensor(Xn, device=dev)
+        yt = torch.tensor(yn, device=dev)
+        self._kfn = make_kernel(self.kernel, activation=self.activation, trained=self.trained,
+                                bandwidth=self.bandwidth)
+        self.solver_ = self._choose(len(Xt))
+        if self.solver_ == "direct":
+            self.alpha_ = kernel_ridge(self._kfn(Xt), yt, ridge=float(self.ridge))
+            self.fit_ = None
+            self.n_iter_ = 1  # one factorization
+        else:
+            gen = torch.Generator().manual_seed(int(self.seed))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", RuntimeWarning)
+                self.fit_ = kernel_regression(
+                    Xt, yt, kernel=self._kfn, ridge=float(self.ridge), tol=float(self.tol),
+                    rank=min(int(self.rank), Xt.shape[0]), max_iter=int(self.max_iter),
+                    generator=gen, device=dev)
+            if not self.fit_.info.converged:
+                warnings.warn(
+                    f"KernelRegressor: conjugate gradients stopped at relative residual "
+                    f"{self.fit_.info.relative_residual:.3g} > tol={self.tol:g} after "
+                    f"{self.fit_.info.iterations} iterations (Nystrom rank "
+                    f"{self.fit_.preconditioner_rank}); raise max_iter, ridge or rank, or use "
+                    "solver='direct' if the kernel fits in memory", RuntimeWarning,
+                    stacklevel=2)
+            for w in caught:
+                if "did not reach tol" not in str(w.message):
+                    warnings.warn(w.message, w.category, stacklevel=2)
+            self.alpha_ = self.fit_.alpha
+            self.n_iter_ = max(1, self.fit_.info.iterations)
+        self._X = Xt
         return self
 
     def predict(self, X):
-        """k(X, X_train) alpha; numpy in, numpy out; tensor in, tensor out."""
-        if not hasattr(self, "fit_"):
-            raise ValueError("this KernelRegressor is not fitted yet; call fit(X, y)")
-        out = self.fit_.predict(self._tensor(X, "X"))
-        return out if isinstance(X, torch.Tensor) else out.cpu().numpy()
+        """k(X, X_train) alpha, one column per target."""
+        Xn = self._predict_data(X)
+        Xt = torch.tensor(Xn, device=self._X.device)
+        if self.fit_ is not None:
+            out = self.fit_.predict(Xt)
+        else:
+            rows = max(1, (1 << 24) // max(1, len(self._X)))
+            out = torch.cat([self._kfn(Xt[i:i + rows], self._X) @ self.alpha_
+                             for i in range(0, len(Xt), rows)]) if len(Xt) else \
+                torch.zeros((0, *self.alpha_.shape[1:]), dtype=torch.float64)
+        return self._out(out, X)

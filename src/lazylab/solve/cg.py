@@ -211,9 +211,10 @@ def kernel_ridge_cg(K: torch.Tensor | Matvec, y: torch.Tensor, *, ridge: float =
         rel = float((torch.linalg.vector_norm(R, dim=0) / ynorm).max())
         converged = rel <= tol
     if not converged:
+        advice = ("raise max_iter or ridge" if precond is not None
+                  else "raise max_iter or ridge, or use a preconditioner")
         warnings.warn(f"kernel_ridge_cg did not reach tol={tol:g} in {max_iter} iterations "
-                      f"(relative residual {rel:.3g}); raise max_iter or ridge, or use a "
-                      "preconditioner", RuntimeWarning, stacklevel=2)
+                      f"(relative residual {rel:.3g}); {advice}", RuntimeWarning, stacklevel=2)
     out = X.squeeze(1) if vec else X
     if return_info:
         return out, CGInfo(iterations=it, relative_residual=rel, converged=converged)
