@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint bench clean manifest
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml examples/my_experiment/pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# The CPU wheel of torch 2.13.0 is on disk; install it first so the range
@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q torch==2.13.0
 	# Ray (the distributed backend, an optional extra) too: its tests start a local cluster.
 	$(BIN)/pip install -q -e '.[test,ray]'
+	# The example plugin (examples/my_experiment): its tests and the end-to-end plugin test.
+	$(BIN)/pip install -q --no-deps -e examples/my_experiment
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -28,7 +30,7 @@ manifest: $(STAMP)
 	$(BIN)/python -m lazylab.runner.manifest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench examples
 
 # Each benchmark prints its numbers and merges them into runs/bench.json ($$LAZYLAB_BENCH_JSON).
 bench: $(STAMP)

@@ -7,10 +7,11 @@ import sys
 
 from lazylab.experiments import PAPERS, all_experiments
 from lazylab.ids import EXPERIMENT_PAPERS, PAPER_KEYS
+from lazylab.runner.manifest import builtin
 
 
 def test_manifest_equals_registry():
-    assert {e.id: e.paper for e in all_experiments()} == EXPERIMENT_PAPERS
+    assert {e.id: e.paper for e in builtin(all_experiments())} == EXPERIMENT_PAPERS
     assert tuple(PAPERS) == PAPER_KEYS
 
 

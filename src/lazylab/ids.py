@@ -1,33 +1,49 @@
-"""The experiment ids and paper keys of PRODUCT.md, known without importing torch.
+"""The built-in experiment ids and paper keys, known without importing torch.
 
-The command line checks the ids it is given against this manifest first, so a mistyped id is
-refused in well under a second (importing the registry imports torch). A test keeps it equal to
-the registry (:func:`lazylab.experiments.all_experiments`).
+The ids come from the generated manifest (:mod:`lazylab.runner.manifest`, written from the
+registry by ``make manifest``). The command line checks the ids it is given against them first,
+so a mistyped id is refused in well under a second (importing the registry imports torch).
+Installed plugins (entry-point group ``lazylab.experiments``) are known by their entry-point
+names: an experiment id, or a paper key for an entry that registers several experiments.
 """
 
 from __future__ import annotations
 
 import difflib
 
-__all__ = ["EXPERIMENT_PAPERS", "PAPER_KEYS", "unknown_targets", "suggest"]
+__all__ = ["EXPERIMENT_PAPERS", "PAPER_KEYS", "plugin_names", "unknown_targets", "suggest"]
 
-#: Paper keys, in PRODUCT.md's order.
+#: Paper keys of the built-in experiments, in the order of the papers' table.
 PAPER_KEYS: tuple[str, ...] = ("arora", "ghorbani", "bailee", "nichani", "allenzhu")
 
-#: Every registered experiment id and its paper key.
-EXPERIMENT_PAPERS: dict[str, str] = {
-    "ghorbani-qf-width": "ghorbani", "ghorbani-qf-samples": "ghorbani",
-    "ghorbani-mg-width": "ghorbani", "ghorbani-mg-samples": "ghorbani",
-    "arora-convergence": "arora", "arora-spectrum": "arora", "arora-complexity": "arora",
-    "arora-learnability": "arora",
-    "bailee-coupling": "bailee", "bailee-xor": "bailee", "bailee-expressivity": "bailee",
-    "bailee-higher-order": "bailee", "bailee-landscape": "bailee",
-    "bailee-generalization": "bailee",
-    "nichani-regularizer": "nichani", "nichani-mlp-scaling": "nichani",
-    "nichani-spectrum": "nichani", "nichani-taylor": "nichani",
-    "allenzhu-performance": "allenzhu", "allenzhu-alpha": "allenzhu",
-    "allenzhu-norm": "allenzhu", "allenzhu-kernel-bound": "allenzhu",
-}
+
+def _papers() -> dict[str, str]:
+    """The ``papers`` table of the generated manifest, read directly (no lazylab import)."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).with_name("runner") / "param_manifest.json"
+    try:
+        papers = json.loads(path.read_text()).get("papers", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {str(k): str(v) for k, v in papers.items()}
+
+
+#: Every built-in experiment id and its paper key, from the generated manifest
+#: (``make manifest``; a test keeps it equal to the registry).
+EXPERIMENT_PAPERS: dict[str, str] = _papers()
+
+
+def plugin_names() -> list[str]:
+    """Names of the installed entry points of group ``lazylab.experiments`` that other
+    packages declare: by convention an experiment id (an entry naming an Experiment class) or
+    a paper key (an entry naming a module that registers several). Read from package metadata,
+    without importing anything."""
+    from importlib.metadata import entry_points
+
+    return [ep.name for ep in entry_points(group="lazylab.experiments")
+            if not ep.value.startswith("lazylab.experiments.")]
 
 
 def unknown_targets(targets: list[str] | tuple[str, ...]) -> list[str]:
@@ -37,7 +53,8 @@ def unknown_targets(targets: list[str] | tuple[str, ...]) -> list[str]:
     ['nosuch']
     """
     known = {*EXPERIMENT_PAPERS, *PAPER_KEYS, "all"}
-    return [t for t in targets if t not in known]
+    unknown = [t for t in targets if t not in known]
+    return [t for t in unknown if t not in set(plugin_names())] if unknown else []
 
 
 def suggest(name: str) -> list[str]:
@@ -46,4 +63,5 @@ def suggest(name: str) -> list[str]:
     >>> suggest("bailee-xr")[0]
     'bailee-xor'
     """
-    return difflib.get_close_matches(name, [*EXPERIMENT_PAPERS, *PAPER_KEYS, "all"], n=3)
+    return difflib.get_close_matches(
+        name, [*EXPERIMENT_PAPERS, *PAPER_KEYS, *plugin_names(), "all"], n=3)

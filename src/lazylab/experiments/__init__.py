@@ -5,8 +5,8 @@ from __future__ import annotations
 from lazylab.experiments.base import Claim, Experiment, Results
 
 __all__ = [
-    "REGISTRY", "PAPERS", "register", "get_experiment", "all_experiments", "Claim", "Experiment",
-    "Results",
+    "ENTRY_POINT_GROUP", "REGISTRY", "PAPERS", "register", "get_experiment", "all_experiments",
+    "plugin_entry_points", "Claim", "Experiment", "Results",
 ]
 
 REGISTRY: dict[str, Experiment] = {}
@@ -32,21 +32,57 @@ def register(cls: type[Experiment]) -> type[Experiment]:
     return cls
 
 
-#: Modules whose import registers experiments (one per paper).
-PAPER_MODULES: tuple[str, ...] = (
-    "lazylab.experiments.allenzhu",
-    "lazylab.experiments.arora",
-    "lazylab.experiments.bailee",
-    "lazylab.experiments.ghorbani",
-    "lazylab.experiments.nichani",
-)
+#: The entry-point group through which packages add experiments: each entry names a module
+#: whose import registers experiments (``@register``), or an Experiment subclass. lazylab's own
+#: paper packages are entries of the group too (pyproject.toml).
+ENTRY_POINT_GROUP = "lazylab.experiments"
+
+_loaded = False
+
+
+def _builtin_modules() -> list[str]:
+    """lazylab's paper packages (the subpackages of this package), found on disk."""
+    import pkgutil
+
+    return sorted(f"{__name__}.{m.name}" for m in pkgutil.iter_modules(__path__) if m.ispkg)
+
+
+def plugin_entry_points() -> list:
+    """Installed entry points of :data:`ENTRY_POINT_GROUP` that are not lazylab's own."""
+    from importlib.metadata import entry_points
+
+    return [ep for ep in entry_points(group=ENTRY_POINT_GROUP)
+            if not ep.value.split(":")[0].startswith(__name__ + ".")]
+
+
+def _load_plugin(ep) -> None:
+    import inspect
+    import warnings
+
+    try:
+        obj = ep.load()
+    except Exception as e:  # a broken plugin must not break lazylab: say so and go on
+        warnings.warn(f"lazylab plugin {ep.name!r} ({ep.value}) failed to load: "
+                      f"{type(e).__name__}: {e}", RuntimeWarning, stacklevel=3)
+        return
+    if inspect.isclass(obj) and issubclass(obj, Experiment) and obj.id not in REGISTRY:
+        register(obj)
+    elif isinstance(obj, Experiment) and obj.id not in REGISTRY:
+        REGISTRY[obj.id] = obj
 
 
 def _load_all() -> None:
+    """Import the built-in paper packages, then every installed plugin (once)."""
+    global _loaded
+    if _loaded:
+        return
     import importlib
 
-    for name in PAPER_MODULES:
+    _loaded = True
+    for name in _builtin_modules():
         importlib.import_module(name)
+    for ep in plugin_entry_points():
+        _load_plugin(ep)
 
 
 def get_experiment(exp_id: str) -> Experiment:

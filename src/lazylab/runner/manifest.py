@@ -39,8 +39,8 @@ from lazylab.errors import InputError
 if TYPE_CHECKING:
     from lazylab.experiments.base import Experiment
 
-__all__ = ["MANIFEST_PATH", "build_manifest", "check_assignments", "check_value",
-           "load_manifest", "write_manifest"]
+__all__ = ["MANIFEST_PATH", "build_manifest", "build_papers", "builtin", "check_assignments",
+           "check_value", "load_manifest", "load_papers", "write_manifest"]
 
 #: The generated manifest (package data).
 MANIFEST_PATH = Path(__file__).with_name("param_manifest.json")
@@ -63,8 +63,14 @@ def _slim(schema: Any) -> Any:
             for k, v in schema.items() if k in _KEPT}
 
 
+def builtin(experiments: Iterable[Experiment]) -> list[Experiment]:
+    """The experiments lazylab itself defines (plugins are not in the package's manifest)."""
+    return [e for e in experiments if type(e).__module__.startswith("lazylab.experiments.")]
+
+
 def build_manifest(experiments: Iterable[Experiment]) -> dict[str, dict[str, Any]]:
-    """Experiment id -> parameter name -> its slimmed JSON schema, in registry order.
+    """Experiment id -> parameter name -> its slimmed JSON schema, in registry order, for the
+    built-in experiments among ``experiments``.
 
     Parameters
     ----------
@@ -72,33 +78,54 @@ def build_manifest(experiments: Iterable[Experiment]) -> dict[str, dict[str, Any
         The registered experiments (:func:`lazylab.experiments.all_experiments`).
     """
     out: dict[str, dict[str, Any]] = {}
-    for e in experiments:
+    for e in builtin(experiments):
         props = e.Params.model_json_schema().get("properties", {})
         out[e.id] = {name: _slim(props.get(name, {})) for name in e.Params.model_fields}
     return out
 
 
+def build_papers(experiments: Iterable[Experiment]) -> dict[str, str]:
+    """Built-in experiment id -> paper key, in registry order (:mod:`lazylab.ids` reads it)."""
+    return {e.id: e.paper for e in builtin(experiments)}
+
+
 def write_manifest(path: Path = MANIFEST_PATH) -> Path:
-    """Regenerate the manifest file from the registry (imports it, hence torch)."""
+    """Regenerate the manifest file from the registry (imports it, hence torch): the paper
+    key of every built-in experiment and the schema of each of its parameters."""
     from lazylab.experiments import all_experiments
 
-    manifest = build_manifest(all_experiments())
+    exps = all_experiments()
+    manifest = build_manifest(exps)
     lines = []
     for exp_id, fields in manifest.items():  # one line per parameter: readable diffs
-        body = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v, sort_keys=True)}"
+        body = ",\n".join(f"   {json.dumps(k)}: {json.dumps(v, sort_keys=True)}"
                            for k, v in fields.items())
-        lines.append(f" {json.dumps(exp_id)}: {{\n{body}\n }}")
-    path.write_text("{\n" + ",\n".join(lines) + "\n}\n")
+        lines.append(f"  {json.dumps(exp_id)}: {{\n{body}\n  }}")
+    papers = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}"
+                         for k, v in build_papers(exps).items())
+    path.write_text("{\n \"papers\": {\n" + papers + "\n },\n \"params\": {\n"
+                    + ",\n".join(lines) + "\n }\n}\n")
     return path
 
 
 @cache
-def load_manifest(path: Path = MANIFEST_PATH) -> dict[str, dict[str, Any]]:
-    """The stored manifest ({} when the file is missing or unreadable: no fast check)."""
+def _load(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
+    return data if isinstance(data, dict) else {}
+
+
+def load_manifest(path: Path = MANIFEST_PATH) -> dict[str, dict[str, Any]]:
+    """The stored parameter manifest ({} when the file is missing or unreadable: no fast
+    check)."""
+    return dict(_load(path).get("params", {}))
+
+
+def load_papers(path: Path = MANIFEST_PATH) -> dict[str, str]:
+    """The stored id -> paper key of the built-in experiments ({} when unreadable)."""
+    return dict(_load(path).get("papers", {}))
 
 
 def _number(raw: str) -> float | None:
