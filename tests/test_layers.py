@@ -16,6 +16,7 @@ LAYER = {
     "theory": 4,
     "experiments": 5,
     "runner": 6, "store": 6, "report": 6, "robustness": 6, "cli": 6, "__main__": 6,
+    "testing": 6,
 }
 
 

@@ -15,9 +15,11 @@ from lazylab.kernels.closed_form import derivative_kernel, nngp, ntk
 from lazylab.kernels.dual import erf_dual, gaussian_moment, poly_dual, sin_dual
 from lazylab.kernels.empirical import empirical_ntk, trained_names
 from lazylab.kernels.gaussian import gaussian_kernel
+from lazylab.kernels.implicit import NTKOperator
 from lazylab.kernels.quadrature import gaussian_expectation
 
 __all__ = [
+    "NTKOperator",
     "arccos_j",
     "derivative_kernel",
     "empirical_ntk",

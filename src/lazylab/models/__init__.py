@@ -14,6 +14,7 @@
 """
 
 from lazylab.models.groups import GROUP_NAMES, param_group, param_groups
+from lazylab.models.ntk_param import ntk_parametrize
 from lazylab.models.random_features import RandomFeatures, gaussian_weights
 from lazylab.models.randomized import (
     HigherOrderRandomizedNet,
@@ -40,4 +41,5 @@ __all__ = [
     "HigherOrderRandomizedNet",
     "MomentMatchedPair",
     "moment_matched_pair",
+    "ntk_parametrize",
 ]

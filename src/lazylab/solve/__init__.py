@@ -11,11 +11,17 @@ All functions work on the device and in the dtype of their tensor inputs.
 
 from lazylab.solve.cg import CGInfo, kernel_ridge_cg
 from lazylab.solve.direct import kernel_ridge, lstsq
-from lazylab.solve.kernel_solver import BlockedKernel, KernelRegression, kernel_regression
+from lazylab.solve.kernel_solver import (
+    BlockedKernel,
+    KernelRegression,
+    kernel_regression,
+    operator_regression,
+)
 from lazylab.solve.normal_equations import NormalEquations
 from lazylab.solve.nt_least_squares import NTLeastSquares, nt_least_squares
 from lazylab.solve.spectral import GramSolver, Spectrum, eigendecompose, span_complement
 
 __all__ = ["lstsq", "kernel_ridge", "kernel_ridge_cg", "CGInfo", "NormalEquations", "GramSolver",
            "Spectrum", "eigendecompose", "span_complement", "kernel_regression",
-           "KernelRegression", "BlockedKernel", "nt_least_squares", "NTLeastSquares"]
+           "KernelRegression", "BlockedKernel", "nt_least_squares", "NTLeastSquares",
+           "operator_regression"]

@@ -44,6 +44,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import torch
 
@@ -53,7 +54,7 @@ from lazylab.solve._linalg import as_matrix, check_ridge
 from lazylab.solve.cg import CGInfo, kernel_ridge_cg
 
 __all__ = ["BlockedKernel", "NystromPreconditioner", "KernelRegression", "kernel_regression",
-           "make_kernel", "KERNELS"]
+           "make_kernel", "operator_regression", "KERNELS"]
 
 KernelFn = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 KERNELS = ("ntk", "nngp", "gaussian")
@@ -268,7 +269,7 @@ class KernelRegression:
 
     alpha: torch.Tensor
     info: CGInfo
-    operator: BlockedKernel
+    operator: BlockedKernel | Any
     preconditioner_rank: int
     residuals: list[float]
 
@@ -331,3 +332,30 @@ def kernel_regression(X: torch.Tensor, y: torch.Tensor, *, kernel: str | KernelF
     alpha, info = kernel_ridge_cg(op.matmul, Y, ridge=ridge, tol=tol, max_iter=max_iter,
                                   preconditioner=pre, return_info=True, callback=cb)
     return KernelRegression(alpha, info, op, pre.rank if pre is not None else 0, residuals)
+
+
+def operator_regression(op: Any, y: torch.Tensor, *, ridge: float = 0.0, tol: float = 1e-4,
+                        max_iter: int = 500,
+                        callback: Callable[[int, float], None] | None = None,
+                        ) -> KernelRegression:
+    """Kernel ridge(less) regression on an implicit kernel: solve (K + ridge I) alpha = y by
+    conjugate gradients on ``op.matmul`` (no preconditioner: only products with K exist).
+
+    ``op`` is any object with ``n``, ``matmul(V)`` and ``cross(Z, alpha)`` (K(Z, X) alpha), such
+    as :class:`lazylab.kernels.NTKOperator` (the empirical NTK of any module by NTK-vector
+    products). The result predicts with ``op.cross``.
+    """
+    ridge = check_ridge(ridge)
+    if not isinstance(y, torch.Tensor) or y.shape[0] != op.n:
+        raise ValueError(f"y must be a tensor with {op.n} rows (one per input)")
+    residuals: list[float] = []
+
+    def cb(it: int, rel: float) -> None:
+        residuals.append(rel)
+        if callback is not None:
+            callback(it, rel)
+
+    alpha, info = kernel_ridge_cg(op.matmul, y.to(dtype=torch.float64), ridge=ridge, tol=tol,
+                                  max_iter=max_iter, preconditioner=None, return_info=True,
+                                  callback=cb)
+    return KernelRegression(alpha, info, op, 0, residuals)
