@@ -27,6 +27,11 @@ def toy():
         yield exp
 
 
+@pytest.fixture(autouse=True)
+def fresh_hooks():
+    ToyMean.calls, ToyMean.group_calls, ToyMean.fail_on_call = 0, 0, None
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """A two-CPU local Ray cluster whose workers can import the toy experiment."""
