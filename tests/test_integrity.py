@@ -332,3 +332,33 @@ def test_cost_guard(toy, tmp_path, monkeypatch):
     monkeypatch.undo()
     res = cli("reproduce", "toy-mean", "--out", str(tmp_path))
     assert res.exit_code == 0 and "estimate toy-mean:" in res.stdout
+
+
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_kept(toy, tmp_path):
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".toy-mean.lock").symlink_to(target)
+    one_line_exit_2(cli("reproduce", "toy-mean", "--out", str(out)), "symbolic link")
+    assert target.read_text() == "keep me\n"
+
+
+def test_report_links_stay_inside_the_folder(toy, tmp_path):
+    """A run folder named like a URL scheme gives relative, URL-encoded links only."""
+    out = tmp_path / "javascript:alert(document.cookie)"
+    res = cli("reproduce", "toy-mean", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    evil = out / "javascript:alert(1)"
+    (out / "toy-mean").rename(evil)
+    from lazylab.report import write_report
+
+    md, page = write_report(out)
+    html_text = page.read_text()
+    import re
+
+    links = re.findall(r"(?:href|src)='([^']*)'", html_text)
+    assert links and all(u.startswith("./") for u in links), links
+    assert "javascript%3Aalert%281%29/results.csv" in html_text
+    md_links = re.findall(r"\]\(([^)]*)\)", md.read_text())
+    assert md_links and all(u.startswith("./") for u in md_links), md_links

@@ -118,3 +118,45 @@ def test_every_registered_float_parameter_refuses_infinity(monkeypatch_run):
             assert res.exit_code == 2 and name in res.stderr, (exp.id, name, res.output)
             checked += 1
     assert checked > 0
+
+
+RANGE_PAIRS = [(e, name) for e in EXPERIMENTS for name in e.Params.model_fields
+               if name.endswith("_min") and f"{name[:-4]}_max" in e.Params.model_fields]
+
+
+@pytest.mark.parametrize("exp, name", RANGE_PAIRS, ids=[f"{e.id}:{n}" for e, n in RANGE_PAIRS])
+def test_every_min_max_pair_refuses_a_reversed_or_empty_range(exp, name):
+    """Found by name, so a new X_min / X_max pair is covered without being listed."""
+    q = exp.resolve("quick")
+    hi_name = f"{name[:-4]}_max"
+    lo, hi = getattr(q, name), getattr(q, hi_name)
+    messages = []
+    for a, b in ((hi, hi), (lo, lo), (1, 1), (hi, lo)):  # empty or reversed, in field bounds
+        try:
+            resolve_spec(exp, "quick", {name: str(a), hi_name: str(b)}, 1, CPU)
+        except InputError as e:
+            messages.append(str(e))
+        else:
+            messages.append("accepted")
+    assert any(f"--set {name}=" in m and "must be below" in m for m in messages), messages
+    assert "accepted" not in messages, messages
+
+
+GRIDS = [e for e in EXPERIMENTS if e.min_distinct]
+
+
+@pytest.mark.parametrize("exp", GRIDS, ids=[e.id for e in GRIDS])
+def test_grids_with_too_few_points_are_refused(exp):
+    """A grid whose claims fit along a key must have the stated number of distinct values:
+    checked on the experiment's own quick grid (it has them), and a one-point grid made by
+    keeping a single unit per value is refused by the same rule."""
+    from lazylab.runner.params import check_grid
+
+    p = exp.resolve("quick")
+    units = exp.units(p)
+    check_grid(exp, p, units)
+    (key, need), = exp.min_distinct.items()
+    first = next(u[key] for u in units if key in u)
+    few = [u for u in units if u.get(key, first) == first]
+    with pytest.raises(InputError, match=f"distinct value.* of {key}"):
+        check_grid(exp, p, few)

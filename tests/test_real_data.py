@@ -122,7 +122,7 @@ def test_idx_reader_rejects_bad_files(tmp_path):
     with pytest.raises(ValueError, match="magic"):
         read_idx(tmp_path / "magic")
     (tmp_path / "short").write_bytes(_idx_bytes(0x08, (5,), b"\x00\x01"))
-    with pytest.raises(ValueError, match="implies"):
+    with pytest.raises(ValueError, match="truncated IDX data"):
         read_idx(tmp_path / "short")
     (tmp_path / "code").write_bytes(_idx_bytes(0x07, (1,), b"\x00"))
     with pytest.raises(ValueError, match="type code"):
@@ -130,6 +130,24 @@ def test_idx_reader_rejects_bad_files(tmp_path):
     x = np.linspace(-1, 1, 6).reshape(2, 3)
     write_idx(tmp_path / "f.gz", x)
     np.testing.assert_array_equal(read_idx(tmp_path / "f.gz"), x)
+
+
+def test_idx_reader_stops_at_the_declared_size(tmp_path):
+    """A gzip bomb: a 5-byte IDX payload followed by 256 MiB of zeros (a file of ~250 KB) is
+    refused after reading one byte past the declared size, never inflated whole."""
+    import gzip
+
+    with gzip.open(tmp_path / "bomb.gz", "wb") as f:
+        f.write(_idx_bytes(0x08, (5,), b"\x00" * 5))
+        block = b"\x00" * (1 << 20)
+        for _ in range(256):
+            f.write(block)
+    assert (tmp_path / "bomb.gz").stat().st_size < 1 << 20
+    with pytest.raises(ValueError, match="more data than the IDX header"):
+        read_idx(tmp_path / "bomb.gz")
+    (tmp_path / "huge").write_bytes(_idx_bytes(0x08, (1 << 20, 1 << 14), b""))
+    with pytest.raises(ValueError, match="at most"):
+        read_idx(tmp_path / "huge")
 
 
 def _write_fake_mnist(folder: Path, n_train: int = 40, n_test: int = 20, *, dotted: bool = False

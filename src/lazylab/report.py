@@ -494,9 +494,9 @@ def _robustness_md(out_dir: Path) -> list[str]:
         d = r["data"]
         lines += [f"### {_md(d.get('experiment', r['dir']))}", "",
                   f"{len(d.get('settings', []))} settings x {_md(d.get('seeds'))} seeds; "
-                  f"data: [robustness.csv]({r['dir']}/robustness.csv)", ""]
+                  f"data: [robustness.csv]({_rel(r['dir'], 'robustness.csv')})", ""]
         if r["png"]:
-            lines += [f"![robustness of {_md(r['dir'])}]({r['png']})", ""]
+            lines += [f"![robustness of {_md(r['dir'])}]({_rel(r['png'])})", ""]
         lines += [f"- {_md(cid)}: {_md(text)}" for cid, text in d["summary"].items()]
     return lines
 
@@ -513,9 +513,9 @@ def _robustness_html(out_dir: Path) -> list[str]:
         out.append(f"<section class='robustness' data-id='{_h(r['dir'])}'>"
                    f"<h3>{_h(d.get('experiment', r['dir']))}</h3><p>"
                    f"{len(d.get('settings', []))} settings x {_h(d.get('seeds'))} seeds; data: "
-                   f"<a href='{_h(r['dir'])}/robustness.csv'>robustness.csv</a></p>")
+                   f"<a href='{_href(r['dir'], 'robustness.csv')}'>robustness.csv</a></p>")
         if r["png"]:
-            out.append(f"<img class='figure' src='{_h(r['png'])}' alt='robustness of "
+            out.append(f"<img class='figure' src='{_href(r['png'])}' alt='robustness of "
                        f"{_h(r['dir'])}'>")
         out.append("<ul>" + "".join(f"<li><b>{_h(cid)}</b>: {_h(text)}</li>"
                                     for cid, text in d["summary"].items()) + "</ul></section>")
@@ -537,8 +537,8 @@ def _render_md(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
         lines += ["", f"## {_md(s['id'])}: {_md(c.get('figure', ''))}", "",
                   _md(c.get("summary", "")), ""]
         if s["png"]:
-            lines += [f"[![{_md(s['id'])}]({s['png']})]({s['png']})", ""]
-        lines += ["Data: " + " · ".join(f"[{n}]({d}/{n})" for n in _LINKS), ""]
+            lines += [f"[![{_md(s['id'])}]({_rel(s['png'])})]({_rel(s['png'])})", ""]
+        lines += ["Data: " + " · ".join(f"[{n}]({_rel(d, n)})" for n in _LINKS), ""]
         if s["claims"] is None:
             lines += [f"Not assembled (run status: {_md(c.get('status', 'unknown'))}). Finish "
                       "it with `--resume`:", ""]
@@ -573,6 +573,19 @@ def _h(v: Any) -> str:
     return html.escape(str(v))
 
 
+def _rel(*parts: Any) -> str:
+    """A relative, URL-encoded path inside the report's folder (for Markdown links)."""
+    from urllib.parse import quote
+
+    return "./" + quote("/".join(str(p).strip("/") for p in parts if str(p)), safe="/")
+
+
+def _href(*parts: Any) -> str:
+    """A link to a path inside the report's folder: relative (``./``), each segment
+    URL-encoded, then HTML-escaped, so a folder named ``javascript:...`` stays a file name."""
+    return _h(_rel(*parts))
+
+
 def _render_html(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
     out = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'><title>lazylab report</title>",
            f"<style>{_CSS}</style></head><body>", "<h1>lazylab report</h1>",
@@ -593,10 +606,11 @@ def _render_html(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
                 f"<p>{_h(c.get('summary', ''))}</p>"]
         img = s["svg"] or s["png"]
         if img:
-            out.append(f"<a href='{_h(s['png'] or img)}'><img class='figure' src='{_h(img)}' "
+            out.append(f"<a href='{_href(s['png'] or img)}'><img class='figure' "
+                       f"src='{_href(img)}' "
                        f"alt='{_h(s['id'])}'></a>")
         out.append("<p class='links'>Data: " + " · ".join(
-            f"<a href='{_h(d)}/{n}'>{n}</a>" for n in _LINKS) + "</p>")
+            f"<a href='{_href(d, n)}'>{n}</a>" for n in _LINKS) + "</p>")
         if s["claims"] is None:
             out.append(f"<p>Not assembled (run status: {_h(c.get('status', 'unknown'))}). "
                        "Finish it with <code>--resume</code>:</p>")

@@ -37,43 +37,64 @@ IDX_TYPES: dict[int, np.dtype] = {
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-def _read_bytes(path: Path) -> bytes:
-    with open(path, "rb") as f:
-        raw = f.read()
-    if raw[:2] == _GZIP_MAGIC:
-        try:
-            return gzip.decompress(raw)
-        except (OSError, EOFError) as err:
-            raise ValueError(f"{path}: corrupt gzip data ({err})") from err
-    return raw
+#: Largest payload an IDX header may declare (Fashion-MNIST's largest file holds 47 MB).
+MAX_IDX_BYTES = 1 << 33
+
+
+def _read(f, n: int, path: Path, what: str) -> bytes:
+    """Exactly ``n`` bytes of ``f`` (ValueError naming the file when fewer are left)."""
+    try:
+        data = f.read(n)
+    except (OSError, EOFError) as err:
+        raise ValueError(f"{path}: corrupt gzip data ({err})") from err
+    if len(data) != n:
+        raise ValueError(f"{path}: truncated IDX {what} ({len(data)} of {n} bytes)")
+    return data
 
 
 def read_idx(path: str | Path) -> np.ndarray:
     """The array stored in an IDX file (raw or gzip), in native byte order.
 
-    Raises ValueError naming the file when the magic number, type code or length is wrong.
+    The header is read first and the payload only up to the size it declares: a file with
+    more data than its header declares (a decompression bomb, or a concatenation) is refused
+    after reading one byte past it, never inflated whole. Raises ValueError naming the file
+    when the magic number, type code, size or length is wrong.
     """
     path = Path(path)
-    raw = _read_bytes(path)
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
-        raise ValueError(f"{path}: not an IDX file (the magic number must start with two zero "
-                         "bytes)")
-    code, ndim = raw[2], raw[3]
-    if code not in IDX_TYPES:
-        raise ValueError(f"{path}: unknown IDX type code 0x{code:02x}; allowed: "
-                         + ", ".join(f"0x{c:02x}" for c in IDX_TYPES))
-    header = 4 + 4 * ndim
-    if len(raw) < header:
-        raise ValueError(f"{path}: truncated IDX header ({ndim} dimensions declared)")
-    shape = tuple(int(s) for s in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
-    dtype = IDX_TYPES[code]
-    count = int(np.prod(shape, dtype=np.int64))
-    expected = header + count * dtype.itemsize
-    if len(raw) != expected:
-        raise ValueError(f"{path}: IDX data has {len(raw)} bytes; the header {shape} with type "
-                         f"{dtype.str} implies {expected}")
-    data = np.frombuffer(raw, dtype=dtype, count=count, offset=header)
+    with open(path, "rb") as raw:
+        gz = raw.read(2) == _GZIP_MAGIC
+        raw.seek(0)
+        f = gzip.GzipFile(fileobj=raw) if gz else raw
+        head = f.read(4) if not gz else _safe_read(f, 4, path)
+        if len(head) < 4 or head[0] != 0 or head[1] != 0:
+            raise ValueError(f"{path}: not an IDX file (the magic number must start with two "
+                             "zero bytes)")
+        code, ndim = head[2], head[3]
+        if code not in IDX_TYPES:
+            raise ValueError(f"{path}: unknown IDX type code 0x{code:02x}; allowed: "
+                             + ", ".join(f"0x{c:02x}" for c in IDX_TYPES))
+        dims = _read(f, 4 * ndim, path, f"header ({ndim} dimensions declared)")
+        shape = tuple(int(s) for s in np.frombuffer(dims, dtype=">u4", count=ndim))
+        dtype = IDX_TYPES[code]
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        nbytes = count * dtype.itemsize
+        if nbytes > MAX_IDX_BYTES:
+            raise ValueError(f"{path}: the IDX header declares {shape} of {dtype.str}, "
+                             f"{nbytes} bytes; at most {MAX_IDX_BYTES} are read")
+        body = _read(f, nbytes, path, f"data (header {shape} with type {dtype.str})")
+        if _safe_read(f, 1, path):
+            raise ValueError(f"{path}: more data than the IDX header {shape} with type "
+                             f"{dtype.str} declares ({4 + 4 * ndim + nbytes} bytes)")
+    data = np.frombuffer(body, dtype=dtype, count=count)
     return data.astype(dtype.newbyteorder("="), copy=True).reshape(shape)
+
+
+def _safe_read(f, n: int, path: Path) -> bytes:
+    """Up to ``n`` bytes of ``f``; a corrupt gzip stream is a ValueError naming the file."""
+    try:
+        return f.read(n)
+    except (OSError, EOFError) as err:
+        raise ValueError(f"{path}: corrupt gzip data ({err})") from err
 
 
 def write_idx(path: str | Path, array: np.ndarray, *, compress: bool | None = None) -> None:

@@ -452,6 +452,10 @@ class Experiment(ABC):
         """
         return None
 
+    #: Unit key -> the fewest distinct values of it the claims need (e.g. ``{"m": 3}`` for a
+    #: slope in m); a grid with fewer is refused before anything runs (exit 2).
+    min_distinct: ClassVar[dict[str, int]] = {}
+
     #: Parameter name -> exponent of the work in that size, for the default cost guard
     #: (empty: the unit count alone); see :func:`lazylab.experiments.sizing.scaled_cost`.
     cost_sizes: ClassVar[dict[str, float]] = {}

@@ -23,6 +23,25 @@ def lock_path(out_dir: Path, exp_id: str) -> Path:
     return out_dir / f".{exp_id}.lock"
 
 
+def _open_lock(path: Path) -> int:
+    """Open (or create) the lock file without following a symbolic link: a link there would
+    make the lock truncate whatever file it points to. InputError for a link or a non-file."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as e:
+        if path.is_symlink():
+            raise InputError(f"{path} is a symbolic link; lazylab's lock file must be a plain "
+                             "file: remove the link and run again") from None
+        raise InputError(f"cannot open the lock file {path} ({e.strerror or e})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"{path} is not a regular file; lazylab's lock file must be a plain "
+                         "file: remove it and run again")
+    return fd
+
+
 class RunLock:
     """Context manager holding the exclusive lock of ``(out_dir, exp_id)``."""
 
@@ -34,7 +53,7 @@ class RunLock:
     def __enter__(self) -> RunLock:
         import fcntl
 
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(self.path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -12,6 +12,7 @@ checks, all before the store is touched or anything is computed.
 
 from __future__ import annotations
 
+import json
 import math
 import types
 import typing
@@ -133,6 +134,43 @@ def _check_finite(exp: Experiment, values: dict[str, Any], assignments: dict[str
             raise InputError(f"{shown}: {name} must be a finite number ({exp.id})")
 
 
+def check_ranges(exp: Experiment, p: Any) -> None:
+    """Every pair of parameters ``X_min`` / ``X_max`` must satisfy X_min < X_max (equal ends
+    give a one-point grid, reversed ends an empty one): InputError naming both otherwise.
+
+    >>> from types import SimpleNamespace
+    >>> from pydantic import BaseModel
+    >>> class P(BaseModel):
+    ...     m_min: int = 100
+    ...     m_max: int = 100
+    >>> check_ranges(SimpleNamespace(id="x"), P())
+    Traceback (most recent call last):
+    ...
+    lazylab.errors.InputError: --set m_min=100: must be below m_max = 100 (x needs a range of m)
+    """
+    values = p.model_dump()
+    for name, lo in values.items():
+        if not name.endswith("_min") or f"{name[:-4]}_max" not in values:
+            continue
+        hi_name = f"{name[:-4]}_max"
+        hi = values[hi_name]
+        if lo is not None and hi is not None and not lo < hi:
+            raise InputError(f"--set {name}={lo}: must be below {hi_name} = {hi} ({exp.id} "
+                             f"needs a range of {name[:-4]})")
+
+
+def check_grid(exp: Experiment, p: Any, units: list[dict[str, Any]]) -> None:
+    """The grid has at least ``exp.min_distinct[key]`` distinct values of each unit key the
+    experiment's claims fit along (a slope needs three points): InputError otherwise."""
+    for key, need in getattr(exp, "min_distinct", {}).items():
+        vals = {json.dumps(u[key], sort_keys=True) for u in units if key in u}
+        if len(vals) < need:
+            shown = ", ".join(sorted(vals, key=lambda v: (len(v), v)))
+            raise InputError(f"{exp.id}: these parameters give {len(vals)} distinct value(s) "
+                             f"of {key} ({shown or 'none'}); its claims need at least {need}: "
+                             f"widen the grid (`lazylab show {exp.id}` lists its parameters)")
+
+
 def resolve_spec(exp: Experiment, scale: str, assignments: dict[str, str], seeds: int | None,
                  device: torch.device, policy: ExecutionPolicy | None = None) -> RunSpec:
     """A validated :class:`RunSpec`: the scale's values, then ``assignments`` (``--set``
@@ -155,13 +193,15 @@ def resolve_spec(exp: Experiment, scale: str, assignments: dict[str, str], seeds
         raise InputError(f"{exp.id}: invalid parameters{f' ({sets})' if sets else ''}: "
                          f"{type(e).__name__}: {' '.join(str(e).split())}") from None
     _check_finite(exp, p.model_dump(), assignments)
+    check_ranges(exp, p)
     exp.validate(p)
     try:
-        n = len(exp.units(p))
+        units = exp.units(p)
     except ValueError as e:
         raise InputError(f"{exp.id}: {e}") from None
-    if n == 0:
+    if not units:
         raise InputError(f"{exp.id}: these parameters give an empty grid of work units")
+    check_grid(exp, p, units)
     seeds = seeds or exp.default_seeds.get(scale, 1)
     check_seeds(seeds)
     return RunSpec(exp, p, scale, seeds, device, policy or ExecutionPolicy())

@@ -104,6 +104,8 @@ class KernelBoundParams(ExperimentParams):
 
 @register
 class KernelBound(Experiment):
+    #: Its claims fit along N (slopes, crossings): at least three distinct values.
+    min_distinct: ClassVar[dict[str, int]] = {"N": 3}
     id = "allenzhu-kernel-bound"
     paper = PAPER
     figure = "Thms 2-3 (exact, spec C1-C4)"

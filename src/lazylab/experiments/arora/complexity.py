@@ -129,6 +129,8 @@ class ComplexityPrep:
 
 class _ComplexityPanel(Experiment):
     """One data set's panel; :class:`Complexity` adds the CIFAR-10 panel (Fig. 2, right)."""
+    #: Its claims fit along fraction (slopes, crossings): at least three distinct values.
+    min_distinct: ClassVar[dict[str, int]] = {"fraction": 3}
 
     id = "arora-complexity"
     paper = "arora"

@@ -90,6 +90,8 @@ class CouplingParams(ExperimentParams):
 
 @register
 class Coupling(Experiment):
+    #: Its claims fit along m (slopes, crossings): at least three distinct values.
+    min_distinct: ClassVar[dict[str, int]] = {"m": 3}
     id = "bailee-coupling"
     paper = PAPER
     figure = "Sec. 3 (spec C4)"

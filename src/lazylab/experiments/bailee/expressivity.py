@@ -22,7 +22,7 @@ function of x whose RMS over test points scatters by tens of percent.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -112,6 +112,8 @@ class ExpressivityParams(ExperimentParams):
 
 @register
 class Expressivity(Experiment):
+    #: Its claims fit along m (slopes, crossings): at least three distinct values.
+    min_distinct: ClassVar[dict[str, int]] = {"m": 3}
     id = "bailee-expressivity"
     paper = PAPER
     figure = "Thm 7 / Lemma 15 (spec C12)"

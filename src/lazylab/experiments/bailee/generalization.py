@@ -106,6 +106,8 @@ def operator_norm_terms(X: torch.Tensor, W0: torch.Tensor, B_x: float, n_sigma: 
 
 @register
 class Generalization(Experiment):
+    #: Its claims fit along d (slopes, crossings): at least three distinct values.
+    min_distinct: ClassVar[dict[str, int]] = {"d": 3}
     id = "bailee-generalization"
     paper = PAPER
     figure = "Lemma 5 / Thm 6 / Lemma 8 (spec C13)"

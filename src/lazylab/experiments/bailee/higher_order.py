@@ -114,6 +114,8 @@ class HigherOrderParams(ExperimentParams):
 
 @register
 class HigherOrder(Experiment):
+    #: Its claims fit along m (slopes, crossings): at least three distinct values.
+    min_distinct: ClassVar[dict[str, int]] = {"m": 3}
     id = "bailee-higher-order"
     paper = PAPER
     figure = "Sec. 6.1 (spec C15)"

@@ -129,6 +129,8 @@ def _alpha_ineq(p: LandscapeParams) -> float:
 
 @register
 class Landscape(Experiment):
+    #: Its claims fit along m (slopes, crossings): at least three distinct values.
+    min_distinct: ClassVar[dict[str, int]] = {"m": 3}
     id = "bailee-landscape"
     paper = PAPER
     figure = "Sec. 4: Lemma 1, Thm 2 / Cor 3, Thm 4 (spec C7-C10)"

@@ -190,6 +190,8 @@ def _err01(pred: torch.Tensor, y: torch.Tensor) -> float:
 
 @register
 class Xor(Experiment):
+    #: Its claims fit along d (slopes, crossings): at least three distinct values.
+    min_distinct: ClassVar[dict[str, int]] = {"d": 3}
     id = "bailee-xor"
     paper = PAPER
     figure = "Sec. 5.2 (spec C14)"

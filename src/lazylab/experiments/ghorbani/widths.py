@@ -198,6 +198,8 @@ GAP_SLOPE_BIAS = 0.11
 
 class WidthExperiment(Experiment):
     """Shared grid, training and per-method claims of the two risk-vs-N figures."""
+    #: Its claims fit along N (slopes, crossings): at least three distinct values.
+    min_distinct: ClassVar[dict[str, int]] = {"N": 3}
 
     methods: ClassVar[tuple[str, ...]]
     #: Default NN step size is nn_lr_coef / (sqrt(d) (1 + d/b)) (see :func:`.common.nn_lr`).

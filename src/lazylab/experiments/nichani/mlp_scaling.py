@@ -20,7 +20,7 @@ comes with a Student-t factor, 5.5 at 5 degrees of freedom), i in {1, 2, 4, 8, 1
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from pydantic import Field
@@ -86,6 +86,8 @@ class MlpScalingParams(ExperimentParams):
 
 @register
 class MlpScaling(Experiment):
+    #: Its claims fit along d (slopes, crossings): at least three distinct values.
+    min_distinct: ClassVar[dict[str, int]] = {"d": 3}
     id = "nichani-mlp-scaling"
     paper = PAPER
     figure = "Fig. 2 (spec C15)"
