@@ -362,3 +362,38 @@ def test_report_links_stay_inside_the_folder(toy, tmp_path):
     assert "javascript%3Aalert%281%29/results.csv" in html_text
     md_links = re.findall(r"\]\(([^)]*)\)", md.read_text())
     assert md_links and all(u.startswith("./") for u in md_links), md_links
+
+
+def test_the_recorded_command_replays_with_resume(toy, tmp_path):
+    """config.json's command and the report's Reproduce line carry the policy options, and a
+    resume under another policy says which options recreate the stored one."""
+    out = str(tmp_path)
+    res = cli("reproduce", "toy-mean", "--out", out, "--threads", "1", "--memory-budget", "1")
+    assert res.exit_code == 0, res.output
+    cfg = json.loads((tmp_path / "toy-mean" / "config.json").read_text())
+    assert "--threads 1" in cfg["command"] and "--memory-budget 1" in cfg["command"]
+    assert "--threads 1 --memory-budget 1" in (tmp_path / "report.md").read_text()
+    res = cli("reproduce", "toy-mean", "--out", out, "--threads", "2", "--resume")
+    one_line_exit_2(res, "pass --threads 1 --memory-budget 1")
+
+
+def test_robustness_has_fresh_and_refuses_a_repeated_value(toy, tmp_path):
+    args = ("robustness", "toy-mean", "--vary", "sigma=1,2", "--seeds", "1", "--out",
+            str(tmp_path), "--threads", "1")
+    assert cli(*args).exit_code == 0
+    again = cli(*args)
+    assert again.exit_code == 2 and "--fresh" in again.output
+    assert cli(*args, "--fresh").exit_code == 0
+    one_line_exit_2(cli("robustness", "toy-mean", "--vary", "sigma=2,2", "--out",
+                        str(tmp_path)), "listed twice")
+
+
+def test_out_with_control_characters_or_too_long_for_sqlite_is_refused(toy, tmp_path):
+    for bad in ("runs\x1b[31m", "a\rb", "a\nb"):
+        one_line_exit_2(cli("reproduce", "toy-mean", "--out", str(tmp_path / bad)),
+                        "control characters")
+    deep = tmp_path / "/".join(["d" * 100] * 5)
+    one_line_exit_2(cli("reproduce", "toy-mean", "--out", str(deep)), "SQLite")
+    assert not (tmp_path / ("d" * 100)).exists()  # refused before creating the tree
+    one_line_exit_2(cli("reproduce", "toy-mean", "--backend", "serial", "--workers", "4",
+                        "--out", str(tmp_path / "o")), "--backend serial")

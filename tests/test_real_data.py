@@ -318,3 +318,30 @@ def test_missing_cifar_message_names_both_versions(tmp_path):
     for expected in (str(tmp_path / "cifar-10-batches-py"), str(tmp_path / "cifar-10-batches-bin"),
                      "data_batch_1..5", "test_batch", "data_batch_1.bin", "test_batch.bin"):
         assert expected in msg, expected
+
+
+def test_cifar_reader_refuses_wrong_contents_naming_the_file(tmp_path):
+    """Right format, wrong contents: an unknown text encoding inside the pickle, labels outside
+    0..9, no images: each a ValueError naming the file (exit 2 through the loaders)."""
+    good = np.zeros((2, 3072), dtype=np.uint8)
+    cases = {
+        "label99": ({b"data": good, b"labels": [0, 99]}, "classes 0..9"),
+        "empty": ({b"data": np.zeros((0, 3072), dtype=np.uint8), b"labels": []}, "no images"),
+    }
+    for name, (obj, msg) in cases.items():
+        (tmp_path / name).write_bytes(pickle.dumps(obj))
+        with pytest.raises(ValueError, match=msg) as err:
+            read_cifar_batch(tmp_path / name)
+        assert name in str(err.value)
+    # _codecs.encode is allowed (pickles of bytes use it); an unknown codec name made the
+    # reader raise LookupError, which escaped as exit 1.
+    class UnknownCodec:
+        def __reduce__(self):
+            import _codecs
+
+            return (_codecs.encode, ("x", "no-such-codec"))
+
+    (tmp_path / "enc").write_bytes(pickle.dumps({b"data": UnknownCodec(), b"labels": []}))
+    with pytest.raises(ValueError, match="LookupError") as err:
+        read_cifar_batch(tmp_path / "enc")
+    assert "enc" in str(err.value)

@@ -364,14 +364,23 @@ def _choice(option: str, value: str, allowed: Sequence[str]) -> None:
 
 
 def check_out(out: str, option: str = "--out") -> Path:
-    """The output directory, refused (InputError) when empty, too long or not a directory."""
+    """The output directory, refused (InputError) when empty, too long, holding control
+    characters (they would reach the terminal and the reports raw) or not a directory."""
     if not out.strip():
         raise InputError(f"{option} must name a directory; got an empty string")
+    if any(ord(c) < 32 or ord(c) == 127 for c in out):
+        raise InputError(f"{option} must not contain control characters (escape, newline, "
+                         f"carriage return, ...); got {out!r}")
     path = Path(out)
     too_long = [p for p in path.parts if len(p.encode()) > 255]
     if too_long or len(os.fsencode(out)) > 4000:
         raise InputError(f"{option}: a path component is longer than 255 bytes "
                          f"({(too_long or [out])[0][:40]}...)")
+    # SQLite opens at most 512-byte paths; the store is DIR/lazylab.sqlite (plus -wal, -shm).
+    if len(os.fsencode(os.path.abspath(out))) > 480:
+        raise InputError(f"{option}: the absolute path is {len(os.fsencode(os.path.abspath(out)))}"
+                         " bytes; the store inside it needs a path of at most 480 bytes "
+                         "(SQLite's limit): choose a shorter --out")
     try:
         if path.exists() and not path.is_dir():
             raise InputError(f"{option} {out} exists and is not a directory")
@@ -473,6 +482,9 @@ def reproduce(
         _cost_guard(specs, yes=yes, workers=workers)
         command = _command(targets, scale, sets, seeds, device, out, resume, fresh, strict,
                            workers, backend)
+        from lazylab.report import policy_flags
+
+        command += " " + shlex.join(policy_flags(policy.identity()))
         if max_time is not None:
             command += " --max-time " + shlex.quote(max_time)
         _run_all(specs, out_dir, resume=resume, fresh=fresh, strict=strict, workers=workers,
@@ -665,6 +677,8 @@ def robustness(
     out: Annotated[str, typer.Option(help="Output directory (as for reproduce).")] = "runs",
     resume: Annotated[bool, typer.Option(help="Keep stored units of an interrupted "
                                               "robustness run.")] = False,
+    fresh: Annotated[bool, typer.Option(help="Discard the stored units of an earlier "
+                                             "robustness run in --out.")] = False,
     workers: Annotated[int, typer.Option(help="Local worker processes.")] = 1,
     backend: Annotated[str, typer.Option(help="local or ray.")] = "local",
     address: Annotated[str | None, typer.Option(help="Ray cluster address.",
@@ -684,6 +698,8 @@ def robustness(
 
         if seeds is not None:
             check_seeds(seeds, "--seeds")
+        if resume and fresh:
+            raise InputError("--resume and --fresh exclude each other")
         check_backend(backend, workers)
         if threads is not None and not 1 <= threads <= 1024:
             raise InputError(f"--threads must be between 1 and 1024; got {threads}")
@@ -727,8 +743,8 @@ def robustness(
             for e, (_, reps, _) in zip(exps, plans, strict=True):
                 _, _, summary = run_robustness(
                     e, scale, out_dir, device=dev, vary=varied, seeds=reps, workers=workers,
-                    backend=backend, address=address, resume=resume, policy=policy,
-                    progress=sink)
+                    backend=backend, address=address, resume=resume, fresh=fresh,
+                    policy=policy, progress=sink)
                 lines += [f"{e.id} {cid}: {line}" for cid, line in summary.items()]
         for line in lines:
             console.print(escape(line), highlight=False, soft_wrap=True)

@@ -462,7 +462,26 @@ def reproduce_command(exp_id: str, config: dict[str, Any]) -> str:
         sets += ["--set", f"{k}={text}"]
     dev = str(config.get("device", "auto")).split(":")[0]
     return shlex.join(["lazylab", "reproduce", exp_id, "--scale", scale, "--seeds",
-                       str(config.get("seeds", 1)), "--device", dev, *sets])
+                       str(config.get("seeds", 1)), "--device", dev, *sets,
+                       *policy_flags(config.get("policy") or {})])
+
+
+def policy_flags(policy: dict[str, Any]) -> list[str]:
+    """The options that recreate an execution policy (``ExecutionPolicy.identity()``), which is
+    part of the identity ``--resume`` checks: ``--threads``, ``--allow-tf32``,
+    ``--memory-budget`` (GiB).
+
+    >>> policy_flags({"threads": 2, "allow_tf32": True, "memory_budget": 2**30})
+    ['--threads', '2', '--allow-tf32', '--memory-budget', '1']
+    """
+    out: list[str] = []
+    if policy.get("threads"):
+        out += ["--threads", str(int(policy["threads"]))]
+    if policy.get("allow_tf32"):
+        out.append("--allow-tf32")
+    if policy.get("memory_budget"):
+        out += ["--memory-budget", f"{policy['memory_budget'] / 2**30:g}"]
+    return out
 
 
 _LINKS = ("results.csv", "claims.json", "config.json")

@@ -77,6 +77,12 @@ def plan_settings(exp: Experiment, scale: str, vary: dict[str, list[str]] | None
             if k not in base:
                 raise InputError(f"--vary {k}: no parameter of that name in {exp.id}; "
                                  f"`lazylab show {exp.id}` lists the keys")
+        for k, values in vary.items():
+            seen = [_text(v) for v in values]
+            dup = next((v for i, v in enumerate(seen) if v in seen[:i]), None)
+            if dup is not None:
+                raise InputError(f"--vary {k}: the value {dup} is listed twice; each setting "
+                                 "runs once")
         keys = list(vary)
         return [Setting(i, dict(zip(keys, combo, strict=True)))
                 for i, combo in enumerate(itertools.product(*(vary[k] for k in keys)))]
@@ -237,7 +243,8 @@ def load_summary(exp_dir: Path) -> dict[str, Any] | None:
 def run_robustness(exp: Experiment, scale: str, out_dir: Path, *, device: Any,
                    vary: dict[str, list[str]] | None = None, seeds: int | None = None,
                    workers: int = 1, backend: str = "local", address: str | None = None,
-                   resume: bool = False, policy: Any = None, progress: Any = None,
+                   resume: bool = False, fresh: bool = False, policy: Any = None,
+                   progress: Any = None,
                    ) -> tuple[list[Setting], dict[int, list[list[Claim]]], dict[str, str]]:
     """Run every setting (each resumable in its own store), evaluate the claims per seed,
     write the outputs; returns ``(settings, claims per setting and seed, summary lines)``."""
@@ -258,7 +265,7 @@ def run_robustness(exp: Experiment, scale: str, out_dir: Path, *, device: Any,
         sdir.mkdir(parents=True, exist_ok=True)
         with Store(sdir / STORE_NAME) as store:
             again = resume and store.count(exp.id) > 0
-            o = run_experiment(spec, sdir, store, resume=again, workers=workers,
+            o = run_experiment(spec, sdir, store, resume=again, fresh=fresh, workers=workers,
                                backend=backend, address=address,
                                command=f"lazylab robustness {exp.id} ({s.label})",
                                progress=progress)

@@ -69,19 +69,30 @@ def read_cifar_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     try:
         with open(path, "rb") as f:
             batch = _ArrayUnpickler(f, encoding="bytes").load()
-    except (pickle.UnpicklingError, EOFError, AttributeError, ImportError) as err:
-        raise ValueError(f"{path}: not a CIFAR-10 python batch ({err})") from err
+    except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, LookupError,
+            UnicodeDecodeError, ValueError, TypeError, IndexError) as err:
+        raise ValueError(f"{path}: not a CIFAR-10 python batch ({type(err).__name__}: "
+                         f"{err})") from err
     if not isinstance(batch, dict):
         raise ValueError(f"{path}: not a CIFAR-10 python batch (expected a dict)")
     data = batch.get(b"data", batch.get("data"))
     labels = batch.get(b"labels", batch.get("labels"))
     if data is None or labels is None:
         raise ValueError(f"{path}: a CIFAR-10 batch needs the keys b'data' and b'labels'")
-    X = np.asarray(data)
-    y = np.asarray(labels, dtype=np.int64)
+    try:
+        X = np.asarray(data)
+        y = np.asarray(labels, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise ValueError(f"{path}: not a CIFAR-10 python batch (data or labels are not "
+                         f"arrays: {err})") from err
     if X.dtype != np.uint8 or X.ndim != 2 or X.shape[1] != 3072 or y.shape != (X.shape[0],):
         raise ValueError(f"{path}: expected uint8 data of shape (N, 3072) and N labels; got "
                          f"data {X.dtype}{tuple(X.shape)} and {y.shape[0]} labels")
+    if X.shape[0] == 0:
+        raise ValueError(f"{path}: the batch holds no images")
+    if y.size and (y.min() < 0 or y.max() > 9):
+        raise ValueError(f"{path}: labels must be CIFAR-10 classes 0..9; found "
+                         f"{int(y.min())}..{int(y.max())}")
     return X, y
 
 

@@ -29,6 +29,9 @@ def check_backend(backend: str, workers: int = 1) -> None:
         raise InputError(f"--backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
     if workers < 1:
         raise InputError(f"--workers must be >= 1; got {workers}")
+    if backend == "serial" and workers > 1:
+        raise InputError(f"--backend serial runs one unit at a time in this process; got "
+                         f"--workers {workers} (use --backend local or pool for workers)")
     if backend == "ray" and importlib.util.find_spec("ray") is None:
         raise InputError("--backend ray needs Ray, an optional dependency: "
                          "pip install 'lazylab[ray]'")

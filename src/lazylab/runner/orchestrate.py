@@ -97,14 +97,25 @@ def _short(v: Any) -> str:
 
 def check_resume(store: Store, spec: RunSpec, out_dir: Path) -> None:
     """Refuse to resume onto stored units of a different identity (InputError naming what
-    changed: parameters, code version, package versions, policy)."""
+    changed: parameters, code version, package versions, policy). When only the execution
+    policy differs, the message gives the options that recreate the stored one."""
     if store.config_hash(spec.exp.id) in (None, spec.config_hash):
         return
-    changed = describe_changes(store.config(spec.exp.id) or {}, spec.identity)
+    import shlex
+
+    from lazylab.report import policy_flags
+
+    old = store.config(spec.exp.id) or {}
+    changed = describe_changes(old, spec.identity)
+    only_policy = {k for k in set(old) | set(spec.identity)
+                   if old.get(k) != spec.identity.get(k)} == {"policy"}
+    flags = policy_flags(old.get("policy") or {})
+    advice = (f"pass {shlex.join(flags)} (the stored run's options) to resume it, --fresh to "
+              "discard it, or a new --out DIR" if only_policy and flags else
+              "use --fresh to discard them or a new --out DIR")
     raise InputError(
         f"{spec.exp.id}: --resume: {out_dir} holds results of a different configuration "
-        f"(changed: {', '.join(changed) or 'unknown'}); use --fresh to discard them or a new "
-        "--out DIR")
+        f"(changed: {', '.join(changed) or 'unknown'}); {advice}")
 
 
 def check_start(store: Store, spec: RunSpec, out_dir: Path, *, resume: bool,
