@@ -345,3 +345,36 @@ def test_cifar_reader_refuses_wrong_contents_naming_the_file(tmp_path):
     with pytest.raises(ValueError, match="LookupError") as err:
         read_cifar_batch(tmp_path / "enc")
     assert "enc" in str(err.value)
+
+
+def test_the_data_read_is_part_of_the_resume_identity(tmp_path, monkeypatch):
+    """Same file names, other bytes (pixels inverted) in another folder: the run's identity
+    differs, config.json would record it, and --resume onto the first run's store is refused
+    naming the data set, before anything is computed."""
+    import torch
+
+    from lazylab.errors import InputError
+    from lazylab.experiments import get_experiment
+    from lazylab.runner import check_resume, resolve_spec
+    from lazylab.store import STORE_NAME, Store
+
+    a, b = tmp_path / "A", tmp_path / "B"
+    arrays = _write_fake_mnist(a)
+    _write_fake_mnist(b)
+    img = b / IDX_STEMS[0]
+    (img).write_bytes(_idx_bytes(0x08, arrays[0].shape, (255 - arrays[0]).tobytes()))
+    monkeypatch.delenv("LAZYLAB_DATA", raising=False)
+    exp = get_experiment("arora-spectrum")
+    sets = {"dataset": "mnist", "n_train": "6", "n_test": "4", "classes": "0,1"}
+    spec_a = resolve_spec(exp, "quick", {**sets, "data_root": str(a)}, 1, torch.device("cpu"))
+    spec_b = resolve_spec(exp, "quick", {**sets, "data_root": str(a)}, 1, torch.device("cpu"))
+    assert spec_a.identity["data"] == spec_b.identity["data"]
+    monkeypatch.setenv("LAZYLAB_DATA", str(b))
+    spec_c = resolve_spec(exp, "quick", sets, 1, torch.device("cpu"))
+    monkeypatch.setenv("LAZYLAB_DATA", str(a))
+    spec_d = resolve_spec(exp, "quick", sets, 1, torch.device("cpu"))
+    assert spec_c.identity["data"] != spec_d.identity["data"] == spec_a.identity["data"]
+    with Store(tmp_path / STORE_NAME) as st:
+        st.begin(exp.id, spec_d.config_hash, spec_d.identity, fresh=True)
+        with pytest.raises(InputError, match="mnist"):
+            check_resume(st, spec_c, tmp_path)

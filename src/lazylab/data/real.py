@@ -146,6 +146,51 @@ def find_dataset(name: str, root: str | Path | None = None) -> Path:
         f"set the environment variable {ENV_VAR}=FOLDER. lazylab never downloads data.")
 
 
+def dataset_files(name: str, root: str | Path | None = None) -> list[Path]:
+    """The files :func:`load_raw` reads for ``name`` (none for the bundled digits)."""
+    _check_name(name)
+    if name == "digits":
+        return []
+    folder = find_dataset(name, root)
+    if name == "cifar10":
+        names = _cifar_names(folder)
+        return [folder / n for n in (names[0] + names[1])] if names else []
+    return [f for f in (_idx_file(folder, s) for s in _IDX_STEMS) if f is not None]
+
+
+@lru_cache(maxsize=16)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def dataset_fingerprint(name: str, root: str | Path | None = None) -> str:
+    """SHA-256 (16 hex digits) of the contents of the files ``name`` is read from, so a run's
+    identity changes when another folder (or other bytes) would be read; for the bundled
+    digits, the scikit-learn version. Raises :class:`DatasetNotFound` when absent.
+
+    >>> dataset_fingerprint("digits").startswith("scikit-learn ")
+    True
+    """
+    import hashlib
+
+    if name == "digits":
+        import sklearn
+
+        return f"scikit-learn {sklearn.__version__}"
+    h = hashlib.sha256()
+    for f in dataset_files(name, root):
+        st = f.stat()
+        h.update(f.name.encode() + b"\0" + _file_digest(str(f), st.st_size,
+                                                          st.st_mtime_ns).encode())
+    return h.hexdigest()[:16]
+
+
 def _check_name(name: str) -> None:
     if name not in DATASETS:
         raise ValueError(f"name must be one of {', '.join(DATASETS)}; got {name!r}")

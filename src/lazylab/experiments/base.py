@@ -452,6 +452,22 @@ class Experiment(ABC):
         """
         return None
 
+    def data_sources(self, p: ExperimentParams) -> list[tuple[str, str | None]]:
+        """``(data set name, root)`` of every real data set a run at ``p`` reads: a
+        fingerprint of their files is part of the run's identity, so ``--resume`` from other
+        data (another folder, other bytes) is refused instead of mixing the two.
+
+        Default: the parameter ``dataset`` (with ``data_root``) when it names a real data set,
+        and CIFAR-10 too when ``cifar_panel`` is ``"yes"``.
+        """
+        from lazylab.data.real import DATASETS
+
+        name, root = getattr(p, "dataset", None), getattr(p, "data_root", None)
+        out = [(name, root)] if name in DATASETS else []
+        if getattr(p, "cifar_panel", "no") == "yes" and name != "cifar10":
+            out.append(("cifar10", root))
+        return out
+
     #: Unit key -> the fewest distinct values of it the claims need (e.g. ``{"m": 3}`` for a
     #: slope in m); a grid with fewer is refused before anything runs (exit 2).
     min_distinct: ClassVar[dict[str, int]] = {}

@@ -64,7 +64,8 @@ class RunOutcome:
 
 _WHY = {"code_version": "the experiment's code changed",
         "versions": "package versions changed", "policy": "the execution policy changed",
-        "device": "another device type", "scale": "another scale"}
+        "device": "another device type", "scale": "another scale",
+        "data": "the data files read differ (another folder or other contents)"}
 
 
 def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -277,6 +278,7 @@ def _config(spec: RunSpec, command: str, workers: int, backend: str, n_units: in
         "seed_rule": "unit seed = lazylab.seeding.derive_seed(experiment id, unit key, "
                      "seed index)",
         "work_units": n_units, "status": "running",
+        "data": spec.data_fingerprints,
         "versions": env["versions"], "git_revision": env["git_revision"],
         "code_version": exp.code_version(), "policy": spec.policy.identity(),
         "command": command, "workers": workers, "backend": backend,

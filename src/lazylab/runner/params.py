@@ -204,4 +204,6 @@ def resolve_spec(exp: Experiment, scale: str, assignments: dict[str, str], seeds
     check_grid(exp, p, units)
     seeds = seeds or exp.default_seeds.get(scale, 1)
     check_seeds(seeds)
-    return RunSpec(exp, p, scale, seeds, device, policy or ExecutionPolicy())
+    spec = RunSpec(exp, p, scale, seeds, device, policy or ExecutionPolicy())
+    _ = spec.data_fingerprints  # the files found now ($LAZYLAB_DATA, data_root), not later
+    return spec

@@ -3,8 +3,9 @@ execution policy) and its grid of :class:`WorkUnit` s in canonical order.
 
 The identity of stored units (:attr:`RunSpec.identity`) is everything their numbers depend on:
 experiment id, parameters, scale, device type, the execution policy, the experiment's code
-version (a hash of its source, :meth:`Experiment.code_version`) and the versions of lazylab,
-torch and numpy. ``--resume`` is refused, naming what changed, when it differs.
+version (a hash of its source, :meth:`Experiment.code_version`), the versions of lazylab,
+torch and numpy, and a fingerprint of the contents of every real data file the run reads.
+``--resume`` is refused, naming what changed, when it differs.
 """
 
 from __future__ import annotations
@@ -61,10 +62,23 @@ class RunSpec:
         The seed count is not part of it: unit ``(key, s)`` does not depend on how many seeds
         run, so resuming with more seeds computes only the new ones.
         """
-        return {"experiment": self.exp.id, "params": self.params.model_dump(mode="json"),
-                "scale": self.scale, "device": self.device.type,
-                "policy": self.policy.identity(), "code_version": self.exp.code_version(),
-                "versions": package_versions()}
+        out = {"experiment": self.exp.id, "params": self.params.model_dump(mode="json"),
+               "scale": self.scale, "device": self.device.type,
+               "policy": self.policy.identity(), "code_version": self.exp.code_version(),
+               "versions": package_versions()}
+        data = self.data_fingerprints
+        if data:
+            out["data"] = data
+        return out
+
+    @cached_property
+    def data_fingerprints(self) -> dict[str, str]:
+        """Data set name -> fingerprint of the files a run reads (:meth:`Experiment.
+        data_sources`, :func:`lazylab.data.real.dataset_fingerprint`); {} for synthetic data."""
+        from lazylab.data.real import dataset_fingerprint
+
+        return {name: dataset_fingerprint(name, root)
+                for name, root in self.exp.data_sources(self.params)}
 
     @cached_property
     def config_hash(self) -> str:

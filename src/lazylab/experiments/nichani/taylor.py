@@ -143,6 +143,9 @@ class TaylorExperiment(Experiment):
         except (DatasetNotFound, FileNotFoundError):
             return "fashion-mnist"
 
+    def data_sources(self, p: TaylorParams) -> list[tuple[str, str | None]]:
+        return [(self.resolved_dataset(p), p.data_root)]
+
     def validate(self, p: TaylorParams) -> None:
         name = self.resolved_dataset(p)
         try:
