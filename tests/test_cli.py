@@ -219,3 +219,17 @@ def test_python_dash_m_help():
     assert r.returncode == 0
     for cmd in ("list", "show", "reproduce", "report"):
         assert cmd in r.stdout
+
+
+def test_report_goes_on_when_a_figure_cannot_be_drawn(toy, tmp_path, monkeypatch):
+    out = str(tmp_path)
+    assert cli("reproduce", "toy-mean", "--out", out).exit_code == 0
+
+    def broken(self, p, results):
+        raise ValueError("no such axis")
+
+    monkeypatch.setattr(ToyMean, "plot", broken)
+    res = cli("report", out)
+    assert res.exit_code == 0, res.output
+    assert "figure could not be drawn" in res.output and "no such axis" in res.output
+    assert (tmp_path / "toy-mean" / "claims.json").is_file()

@@ -397,3 +397,15 @@ def test_out_with_control_characters_or_too_long_for_sqlite_is_refused(toy, tmp_
     assert not (tmp_path / ("d" * 100)).exists()  # refused before creating the tree
     one_line_exit_2(cli("reproduce", "toy-mean", "--backend", "serial", "--workers", "4",
                         "--out", str(tmp_path / "o")), "--backend serial")
+
+
+def test_a_temporary_file_left_by_a_killed_writer_is_removed(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    stale = tmp_path / f".fig.svg.{dead}.tmp"
+    stale.write_text("half a figure")
+    live = tmp_path / f".fig.svg.{os.getppid()}.tmp"  # a writer still running: kept
+    live.write_text("in progress")
+    atomic_write(tmp_path / "fig.svg", "<svg/>")
+    assert (tmp_path / "fig.svg").read_text() == "<svg/>"
+    assert not stale.exists() and live.exists()

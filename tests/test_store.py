@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from lazylab.store import Store
+from lazylab.store import STORE_NAME, Store
 
 # Floats whose decimal form is long or special: JSON must give back the same 64 bits.
 AWKWARD = [0.1 + 0.2, 1 / 3, 5e-324, 1.7976931348623157e308, -0.0, 2.0**-1074 * 3,
@@ -90,3 +90,27 @@ def test_delete_some_units(tmp_path):
 def test_open_existing_requires_the_file(tmp_path):
     with pytest.raises(FileNotFoundError):
         Store.open_existing(tmp_path / "missing.sqlite")
+
+
+def test_a_full_disk_is_not_called_corruption(tmp_path, monkeypatch):
+    """SQLite errors while the disk is full say "disk full ... --resume" (the store is intact),
+    never "corrupted ... delete it"."""
+    import os
+    import sqlite3
+
+    import lazylab.store as store_mod
+
+    st = Store(tmp_path / STORE_NAME)
+    st.close()
+    fault = Store(tmp_path / STORE_NAME)._fault(sqlite3.OperationalError("database or disk is "
+                                                                         "full"))
+    assert "disk full" in str(fault) and "--resume" in str(fault) and "delete" not in str(fault)
+
+    class Full:
+        f_bavail, f_frsize = 0, 4096
+
+    monkeypatch.setattr(os, "statvfs", lambda p: Full())
+    fault = store_mod.Store.__new__(store_mod.Store)
+    fault.path = tmp_path / STORE_NAME
+    msg = str(fault._fault(sqlite3.DatabaseError("disk I/O error")))
+    assert "disk full" in msg and "corrupted" not in msg

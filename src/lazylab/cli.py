@@ -94,6 +94,10 @@ def _guard() -> Iterator[None]:
         _error("interrupted; finished units are stored: rerun the same command with --resume")
         raise typer.Exit(130) from None
     except OSError as e:
+        if e.errno == errno.ENOSPC:
+            _error(f"disk full ({e.filename or e.strerror}): free space, then run the same "
+                   "command with --resume; every finished unit is stored", traceback.format_exc())
+            raise typer.Exit(2) from None
         if e.errno == errno.ENAMETOOLONG:
             _error(f"a file name is too long: {str(e)[:200]}", traceback.format_exc())
             raise typer.Exit(2) from None

@@ -19,6 +19,7 @@ except the experiment's closed-form ``theory`` rows.
 from __future__ import annotations
 
 import csv
+import glob
 import html
 import json
 import math
@@ -142,8 +143,28 @@ def _cell(v: Any) -> str:
 
 
 def _tmp(path: Path) -> Path:
-    """A temporary sibling of ``path`` (same folder, so the rename is atomic)."""
+    """A temporary sibling of ``path`` (same folder, so the rename is atomic). Leftovers of
+    writers that died mid-write (``kill -9``) are removed first: their pid is gone."""
+    _remove_stale_tmp(path)
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def _remove_stale_tmp(path: Path) -> None:
+    """Delete ``.NAME.PID.tmp`` siblings of ``path`` whose process no longer exists."""
+    try:
+        leftovers = list(path.parent.glob(f".{glob.escape(path.name)}.*.tmp"))
+    except OSError:
+        return
+    for f in leftovers:
+        pid = f.name[len(path.name) + 2:-4]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            f.unlink(missing_ok=True)
+        except (PermissionError, OverflowError, OSError):
+            continue
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -206,30 +227,50 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def finish_experiment(exp: Experiment, p: ExperimentParams, rows: list[dict[str, Any]],
-                      exp_dir: Path) -> list[Claim]:
-    """Write results.csv, claims.json (verdicts from ``exp.claims``) and the figure."""
+                      exp_dir: Path, warn: Callable[[str], None] | None = None) -> list[Claim]:
+    """Write results.csv, claims.json (verdicts from ``exp.claims``) and the figure.
+
+    A figure that cannot be drawn does not undo the rest: results and claims are written
+    first, and the failure is reported through ``warn`` (default: a RuntimeWarning)."""
     exp_dir.mkdir(parents=True, exist_ok=True)
     write_results_csv(exp_dir / "results.csv", rows)
     results = Results(rows)
     claims = list(exp.claims(p, results))
     write_json(exp_dir / "claims.json", [c.to_dict() for c in claims])
+    try:
+        draw_figure(exp, p, results, exp_dir)
+    except Exception as e:  # noqa: BLE001 - any plotting failure is reported, not fatal
+        msg = (f"{exp.id}: the figure could not be drawn ({type(e).__name__}: {e}); "
+               "results.csv and claims.json are written")
+        if warn is not None:
+            warn(msg)
+        else:
+            import warnings
+
+            warnings.warn(msg, RuntimeWarning, stacklevel=2)
+    return claims
+
+
+def draw_figure(exp: Experiment, p: ExperimentParams, results: Results, exp_dir: Path) -> None:
+    """``exp.plot`` saved as ID.png and ID.svg (atomically, byte-stable SVG)."""
     fig = exp.plot(p, results)
     if fig is None or not hasattr(fig, "savefig"):
         raise TypeError(f"{exp.id}.plot must return a matplotlib Figure")
     import matplotlib.pyplot as plt
 
     # A fixed hash salt and no date keep the SVG identical across identical runs.
-    with plt.rc_context({"svg.hashsalt": "lazylab"}):
-        for fmt, kw in (("png", {"dpi": 150}), ("svg", {"metadata": {"Date": None}})):
-            final = exp_dir / f"{exp.id}.{fmt}"
-            tmp = _tmp(final)
-            try:
-                fig.savefig(tmp, format=fmt, bbox_inches="tight", **kw)
-                os.replace(tmp, final)
-            finally:
-                tmp.unlink(missing_ok=True)
-    plt.close(fig)
-    return claims
+    try:
+        with plt.rc_context({"svg.hashsalt": "lazylab"}):
+            for fmt, kw in (("png", {"dpi": 150}), ("svg", {"metadata": {"Date": None}})):
+                final = exp_dir / f"{exp.id}.{fmt}"
+                tmp = _tmp(final)
+                try:
+                    fig.savefig(tmp, format=fmt, bbox_inches="tight", **kw)
+                    os.replace(tmp, final)
+                finally:
+                    tmp.unlink(missing_ok=True)
+    finally:
+        plt.close(fig)
 
 
 def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None, *,
@@ -291,7 +332,7 @@ def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None, *,
                 except StoreFault as e:  # a read-only copy: the rebuild itself still stands
                     warn(f"{exp_id}: theory rows not stored ({e})")
             rows.extend({**r, "seed": None} for r in theory)
-            rebuilt[exp_id] = finish_experiment(exp, p, rows, exp_dir)
+            rebuilt[exp_id] = finish_experiment(exp, p, rows, exp_dir, warn=warn)
     write_report(out_dir)
     return rebuilt
 
@@ -389,10 +430,11 @@ def _sections(out_dir: Path) -> list[dict[str, Any]]:
                 claims = json.loads(claims_path.read_text(encoding="utf-8"))
             except ValueError:
                 claims = None
-            if not isinstance(claims, list):
+            if not isinstance(claims, list) or not all(isinstance(c, dict) for c in claims):
                 claims = None
         fig = exp_dir / f"{exp_id}.png"
         secs.append({
+            "running": _running(out_dir, str(exp_id)),
             "id": exp_id, "config": config, "claims": claims, "dir": exp_dir.name,
             "command": reproduce_command(exp_id, config),
             "png": f"{exp_dir.name}/{exp_id}.png" if fig.is_file() else None,
@@ -400,6 +442,28 @@ def _sections(out_dir: Path) -> list[dict[str, Any]]:
             else None,
         })
     return secs
+
+
+def _running(out_dir: Path, exp_id: str) -> bool:
+    """Whether another process holds the experiment's run lock in ``out_dir`` now."""
+    from lazylab.errors import InputError
+    from lazylab.runner.lock import RunLock
+
+    try:
+        RunLock.probe(out_dir, exp_id)
+    except (InputError, OSError):
+        return True
+    return False
+
+
+def _unfinished(sec: dict[str, Any], esc: Callable[[Any], str], code: str) -> str:
+    """What to do about an experiment that is not assembled; ``esc`` escapes the status for
+    the output format, ``code`` wraps an option (Markdown or HTML)."""
+    status = esc(sec["config"].get("status", "unknown"))
+    if sec.get("running"):
+        return (f"Not assembled: a run is in progress (status {status}); rebuild the report "
+                "when it ends.")
+    return f"Not assembled (run status: {status}). Finish it with {code.format('--resume')}:"
 
 
 def _verdict(sec: dict[str, Any]) -> str:
@@ -487,6 +551,16 @@ def policy_flags(policy: dict[str, Any]) -> list[str]:
 _LINKS = ("results.csv", "claims.json", "config.json")
 
 
+def _robustness_shape(data: Any) -> bool:
+    """Whether a robustness.json has the shape ``lazylab robustness`` writes (a file written
+    by something else is skipped, not rendered into a crash)."""
+    return (isinstance(data, dict) and isinstance(data.get("summary"), dict)
+            and all(isinstance(k, str) and isinstance(v, str)
+                    for k, v in data["summary"].items())
+            and isinstance(data.get("settings", []), list)
+            and isinstance(data.get("seeds", 0), int | str))
+
+
 def _robustness(out_dir: Path) -> list[dict[str, Any]]:
     """Experiments in ``out_dir`` with a robustness.json (lazylab robustness), by name."""
     found = []
@@ -495,7 +569,7 @@ def _robustness(out_dir: Path) -> list[dict[str, Any]]:
             data = json.loads((sub / "robustness.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(data, dict) and isinstance(data.get("summary"), dict):
+        if _robustness_shape(data):
             found.append({"dir": sub.name, "data": data,
                           "png": f"{sub.name}/robustness.png"
                           if (sub / "robustness.png").is_file() else None})
@@ -559,8 +633,7 @@ def _render_md(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
             lines += [f"[![{_md(s['id'])}]({_rel(s['png'])})]({_rel(s['png'])})", ""]
         lines += ["Data: " + " · ".join(f"[{n}]({_rel(d, n)})" for n in _LINKS), ""]
         if s["claims"] is None:
-            lines += [f"Not assembled (run status: {_md(c.get('status', 'unknown'))}). Finish "
-                      "it with `--resume`:", ""]
+            lines += [_unfinished(s, _md, "`{}`"), ""]
         else:
             lines += ["| state | claim | statement | measured | expected | tolerance | "
                       "error model |", "|---|---|---|---|---|---|---|"]
@@ -631,8 +704,7 @@ def _render_html(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
         out.append("<p class='links'>Data: " + " · ".join(
             f"<a href='{_href(d, n)}'>{n}</a>" for n in _LINKS) + "</p>")
         if s["claims"] is None:
-            out.append(f"<p>Not assembled (run status: {_h(c.get('status', 'unknown'))}). "
-                       "Finish it with <code>--resume</code>:</p>")
+            out.append(f"<p>{_unfinished(s, _h, '<code>{}</code>')}</p>")
         else:
             out.append("<table class='verdicts'><tr><th>state</th><th>claim</th>"
                        "<th>statement</th><th>measured</th><th>expected</th><th>tolerance</th>"

@@ -105,6 +105,19 @@ def _faults(fn: _F) -> _F:
     return wrapper  # type: ignore[return-value]
 
 
+def _disk_full(path: Path) -> bool:
+    """Whether the file system holding ``path`` has (almost) no free space left: SQLite
+    reports a full disk during its open-time checks as an I/O or "malformed" error, which must
+    not be read as corruption of an intact store."""
+    import os
+
+    try:
+        st = os.statvfs(path.parent if path.parent.exists() else ".")
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 1 << 20
+
+
 class Store:
     """Finished work units of every experiment run into one output directory.
 
@@ -140,6 +153,9 @@ class Store:
 
     def _fault(self, e: sqlite3.Error) -> StoreFault:
         msg = str(e)
+        if "disk is full" in msg or "database or disk is full" in msg or _disk_full(self.path):
+            return StoreFault(f"disk full writing {self.path} ({msg}): free space, then run the "
+                              "same command with --resume; the stored units are intact")
         if "readonly" in msg or "read-only" in msg:
             return StoreFault(f"store {self.path} is read-only ({msg}); make it and its folder "
                               "writable, or use another --out")
