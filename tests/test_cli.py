@@ -233,3 +233,12 @@ def test_report_goes_on_when_a_figure_cannot_be_drawn(toy, tmp_path, monkeypatch
     assert res.exit_code == 0, res.output
     assert "figure could not be drawn" in res.output and "no such axis" in res.output
     assert (tmp_path / "toy-mean" / "claims.json").is_file()
+
+
+def test_paths_with_rich_markup_are_printed_literally(toy, tmp_path):
+    out = tmp_path / "a[/]b[bold]c"
+    res = cli("reproduce", "toy-mean", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert "a[/]b[bold]c" in res.output.replace("\n", "")
+    res = cli("report", str(out))
+    assert res.exit_code == 0, res.output

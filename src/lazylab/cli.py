@@ -604,7 +604,7 @@ def _run_all(specs: Sequence[RunSpec], out: Path, *, resume: bool, fresh: bool, 
     console = _out()
     if outcomes:
         console.print(_verdict_table([(o.spec.exp.id, o.claims) for o in outcomes]))
-    console.print(f"results in {out}/ID/, report: {page} and {md}")
+    console.print(escape(f"results in {out}/ID/, report: {page} and {md}"), highlight=False)
     code = max((e.exit_code for e in failures), default=0)
     if stopped and not code:
         _error(f"--max-time: {len(stopped)} experiment(s) not finished; rerun the same command "
@@ -650,7 +650,8 @@ def report(out_dir: Annotated[str, typer.Argument(
         console = _out()
         if rebuilt:
             console.print(_verdict_table(list(rebuilt.items())))
-        console.print(f"report: {path / 'report.html'} and {path / 'report.md'}")
+        console.print(escape(f"report: {path / 'report.html'} and {path / 'report.md'}"),
+                      highlight=False)
 
 
 def parse_vary(items: Sequence[str]) -> dict[str, list[str]]:
@@ -753,7 +754,8 @@ def robustness(
         for line in lines:
             console.print(escape(line), highlight=False, soft_wrap=True)
         md, page = write_report(out_dir)
-        console.print(f"robustness in {out_dir}/ID/robustness.csv, report: {page} and {md}")
+        console.print(escape(f"robustness in {out_dir}/ID/robustness.csv, report: {page} and "
+                             f"{md}"), highlight=False)
 
 
 def main() -> None:
