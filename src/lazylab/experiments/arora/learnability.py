@@ -70,7 +70,8 @@ SLOPE_BIAS = 0.01
 class LearnabilityParams(C.NetParams):
     """Sec. 6 / Lemma 5.3; quick defaults: digits 0/1, n = 32..256, m = 2000, 500 GD steps."""
 
-    dataset: Literal["auto", "digits", "fashion-mnist", "mnist", "cifar10", "sphere"] = Field(
+    dataset: Literal["auto", "digits", "fashion-mnist", "mnist", "mnist-5k", "cifar10",
+                     "sphere"] = Field(
         "digits", description="inputs: a data set's images (labels unused; auto: mnist when "
                               "found, else fashion-mnist) or sphere (uniform on S^{d-1})")
     d: int = Field(10, ge=2, le=10_000, description="input dimension for dataset=sphere")
