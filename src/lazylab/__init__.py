@@ -15,4 +15,4 @@ import os as _os
 
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
