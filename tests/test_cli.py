@@ -242,3 +242,18 @@ def test_paths_with_rich_markup_are_printed_literally(toy, tmp_path):
     assert "a[/]b[bold]c" in res.output.replace("\n", "")
     res = cli("report", str(out))
     assert res.exit_code == 0, res.output
+
+
+def test_every_verdict_prints_its_comparison(toy, tmp_path):
+    res = cli("reproduce", "toy-mean", "--out", str(tmp_path))
+    assert res.exit_code == 0, res.output
+    claims = json.loads((tmp_path / "toy-mean" / "claims.json").read_text())
+    assert {c["comparison"] for c in claims} <= {"within", ">=", "<="}
+    assert " within " in res.output  # the two-sided second-moment claim
+    md = (tmp_path / "report.md").read_text()
+    assert "| test |" in md and " within " in md
+    from lazylab.experiments.base import comparison, comparison_text
+
+    # A one-sided claim that held outside the band prints as one-sided, never "within".
+    op = comparison(0.967, 0.5, 0.0158, "held")
+    assert comparison_text(0.967, 0.5, 0.0158, op) == "0.967 >= 0.5 - 0.0158"

@@ -345,10 +345,11 @@ class _RichProgress:
 
 
 def _verdict_table(outcomes: Sequence[tuple[str, Sequence[Any]]]) -> Table:
+    from lazylab.experiments.base import comparison_text
     from lazylab.report import format_value
 
     t = Table(title="verdicts")
-    for col in ("experiment", "claim", "held", "measured", "expected", "tolerance"):
+    for col in ("experiment", "claim", "held", "measured", "expected", "tolerance", "test"):
         t.add_column(col, no_wrap=col in ("experiment", "claim", "held"),
                      justify="center" if col == "held" else "left")
     for exp_id, claims in outcomes:
@@ -358,7 +359,9 @@ def _verdict_table(outcomes: Sequence[tuple[str, Sequence[Any]]]) -> Table:
                 mark += " [dim](check)[/]"
             t.add_row(exp_id, c.id, mark,
                       escape(format_value(c.measured)), escape(format_value(c.expected)),
-                      escape(format_value(c.tolerance)))
+                      escape(format_value(c.tolerance)),
+                      escape(comparison_text(c.measured, c.expected, c.tolerance,
+                                             c.comparison)))
     return t
 
 

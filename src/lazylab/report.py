@@ -402,6 +402,16 @@ def _experiment_dirs(out_dir: Path, strict: bool = False) -> list[tuple[Path, di
     return found
 
 
+def claim_test(cl: Mapping[str, Any]) -> str:
+    """The comparison a claims.json record's verdict applied, as text (``0.967 >= 0.5 - 0.016``;
+    :func:`lazylab.experiments.base.comparison`)."""
+    from lazylab.experiments.base import comparison, comparison_text
+
+    op = comparison(cl.get("measured"), cl.get("expected"), cl.get("tolerance"), _status(cl),
+                    cl.get("comparison"))
+    return comparison_text(cl.get("measured"), cl.get("expected"), cl.get("tolerance"), op)
+
+
 def format_value(v: Any, digits: int = 4) -> str:
     """Compact text for a measured / expected / tolerance value or a parameter."""
     if v is None:
@@ -635,13 +645,14 @@ def _render_md(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
         if s["claims"] is None:
             lines += [_unfinished(s, _md, "`{}`"), ""]
         else:
-            lines += ["| state | claim | statement | measured | expected | tolerance | "
-                      "error model |", "|---|---|---|---|---|---|---|"]
+            lines += ["| state | claim | statement | measured | expected | tolerance | test | "
+                      "error model |", "|---|---|---|---|---|---|---|---|"]
             for cl in s["claims"]:
                 lines.append("| " + " | ".join(_md(v) for v in (
                     _mark(cl), cl.get("id"), cl.get("statement"),
                     format_value(cl.get("measured")), format_value(cl.get("expected")),
-                    format_value(cl.get("tolerance")), cl.get("error_model") or "-")) + " |")
+                    format_value(cl.get("tolerance")), claim_test(cl),
+                    cl.get("error_model") or "-")) + " |")
             lines += ["", "Reproduce:", ""]
         lines += _md_code(s["command"])
         lines += ["", f"Scale {_md(c.get('scale'))}, {_md(c.get('seeds'))} seed(s), device "
@@ -708,7 +719,7 @@ def _render_html(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
         else:
             out.append("<table class='verdicts'><tr><th>state</th><th>claim</th>"
                        "<th>statement</th><th>measured</th><th>expected</th><th>tolerance</th>"
-                       "<th>error model</th></tr>")
+                       "<th>test</th><th>error model</th></tr>")
             for cl in s["claims"]:
                 st = _status(cl)
                 cls = {"held": "ok", "failed": "bad"}.get(st, "na")
@@ -718,7 +729,7 @@ def _render_html(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
                                cl.get("id"), cl.get("statement"),
                                format_value(cl.get("measured")),
                                format_value(cl.get("expected")),
-                               format_value(cl.get("tolerance")),
+                               format_value(cl.get("tolerance")), claim_test(cl),
                                cl.get("error_model") or "-")) + "</tr>")
             out.append("</table><p>Reproduce:</p>")
         out.append(f"<pre><code class='command'>{_h(s['command'])}</code></pre>")

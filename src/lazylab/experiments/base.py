@@ -229,9 +229,66 @@ class Claim:
         return {
             "id": self.id, "statement": self.statement, "held": self.held,
             "status": self.status, "measured": self.measured, "expected": self.expected,
-            "tolerance": self.tolerance, "ratio": self.ratio, "error_model": self.error_model,
-            "details": _jsonable(self.details),
+            "tolerance": self.tolerance, "comparison": self.comparison, "ratio": self.ratio,
+            "error_model": self.error_model, "details": _jsonable(self.details),
         }
+
+    @property
+    def comparison(self) -> str:
+        """``within``, ``>=`` or ``<=``: the test the verdict applied (:func:`comparison`)."""
+        return comparison(self.measured, self.expected, self.tolerance, self.status,
+                          self.details.get("comparison"))
+
+
+#: The comparisons a verdict can apply: |m - e| <= t, m >= e - t, m <= e + t.
+COMPARISONS = ("within", ">=", "<=")
+
+
+def comparison(measured: float, expected: float, tolerance: float, status: str,
+               declared: str | None = None) -> str:
+    """The comparison a verdict applied: ``declared`` when the claim states it
+    (``details["comparison"]``), otherwise read from the verdict itself. A claim that held
+    with |m - e| > t was one-sided in the direction of m (``>=`` when m > e); one that failed
+    with |m - e| <= t was one-sided the other way; otherwise ``within`` is true to the verdict
+    (for a one-sided claim inside the band it holds both ways).
+
+    >>> comparison(0.967, 0.5, 0.0158, "held")
+    '>='
+    >>> comparison(0.2, 0.5, 0.1, "failed"), comparison(0.52, 0.5, 0.1, "held")
+    ('within', 'within')
+    """
+    if declared in COMPARISONS:
+        return str(declared)
+    try:
+        gap = float(measured) - float(expected)
+        inside = abs(gap) <= float(tolerance)
+    except (TypeError, ValueError):
+        return "within"
+    if status == "held" and not inside and math.isfinite(gap):
+        return ">=" if gap > 0 else "<="
+    if status == "failed" and inside:
+        return "<=" if gap > 0 else ">="
+    return "within"
+
+
+def comparison_text(measured: float, expected: float, tolerance: float, op: str,
+                    fmt=lambda v: f"{v:.4g}") -> str:
+    """The test as printed: ``0.967 >= 0.5 - 0.0158``, ``0.52 within 0.5 +- 0.1``; "-" when
+    there is nothing to compare (not applicable)."""
+    vals = []
+    for v in (measured, expected, tolerance):
+        try:
+            vals.append(float(v))
+        except (TypeError, ValueError):
+            return "-"
+    if not all(math.isfinite(v) for v in vals):
+        return "-"
+    m, e, t = (fmt(v) for v in vals)
+    if op == ">=":
+        return f"{m} >= {e} - {t}"
+    if op == "<=":
+        return f"{m} <= {e} + {t}"
+    return f"{m} within {e} +- {t}"
 
 
 def _jsonable(v: Any) -> Any:
