@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean manifest
+.PHONY: demo test lint bench clean manifest readme
 
 $(STAMP): pyproject.toml examples/my_experiment/pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,6 +29,13 @@ test: $(STAMP)
 # (tests/test_param_manifest.py fails until it equals the registry).
 manifest: $(STAMP)
 	$(BIN)/python -m lazylab.runner.manifest
+
+# Regenerate README.md's experiment table from the registry (tests/test_readme.py checks it).
+readme: $(STAMP)
+	$(BIN)/python -c "import re, pathlib; from lazylab.cli import experiments_markdown as t; \
+	p = pathlib.Path('README.md'); s = p.read_text(); \
+	p.write_text(re.sub(r'(<!-- experiments:begin[^\n]*\n)(.*?)(<!-- experiments:end -->)', \
+	lambda m: m.group(1) + t() + m.group(3), s, flags=re.S))"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples

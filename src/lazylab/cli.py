@@ -254,12 +254,49 @@ def _root(
     """Reproduce five papers on wide two-layer networks in the lazy (NTK) regime and beyond."""
 
 
+def short_citation(paper_key: str) -> str:
+    """"Ghorbani et al. 2019", "Bai & Lee 2020" from the registry's paper entry.
+
+    >>> short_citation("bailee"), short_citation("arora")
+    ('Bai & Lee 2020', 'Arora et al. 2019')
+    """
+    from lazylab.experiments import PAPERS
+
+    text = PAPERS.get(paper_key)
+    m = re.match(r"(.+?) (\d{4}),", text or "")
+    if not m:
+        return paper_key
+    authors = [a.strip() for a in m.group(1).split(",")]
+    who = authors[0] if len(authors) == 1 else (
+        f"{authors[0]} & {authors[1]}" if len(authors) == 2 else f"{authors[0]} et al.")
+    return f"{who} {m.group(2)}"
+
+
+def experiments_markdown() -> str:
+    """The README's experiment table, generated from the registry (``lazylab list
+    --markdown``; a test keeps README.md equal to it)."""
+    from lazylab.experiments import all_experiments
+    from lazylab.runner.manifest import builtin
+
+    lines = ["| id | paper | what it shows | quick (2-core CPU) | paper scale (one GPU) |",
+             "|---|---|---|---|---|"]
+    for e in builtin(all_experiments()):
+        lines.append(f"| `{e.id}` | {short_citation(e.paper)}, {e.figure} | {e.summary} | "
+                     f"{_duration(e.est_seconds.get('quick'))} | "
+                     f"{_duration(e.est_seconds.get('paper'))} |")
+    return "\n".join(lines) + "\n"
+
+
 @app.command("list")
-def list_cmd() -> None:
+def list_cmd(markdown: Annotated[bool, typer.Option(
+        "--markdown", help="Print the table as Markdown (the README's).")] = False) -> None:
     """List every experiment: id, paper, figure, what it shows, estimated time per scale."""
     with _guard():
         from lazylab.experiments import all_experiments
 
+        if markdown:
+            typer.echo(experiments_markdown(), nl=False)
+            return
         t = Table(title="lazylab experiments", show_lines=False)
         t.add_column("id", style="cyan", no_wrap=True)
         t.add_column("paper", no_wrap=True)
