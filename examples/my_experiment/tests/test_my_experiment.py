@@ -2,7 +2,7 @@
 parametrize_with_checks does for estimators."""
 
 import pytest
-from my_experiment import NTKConvergence
+from lazylab_my_experiment import NTKConvergence
 
 from lazylab.testing import experiment_checks, run_in_memory
 
