@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean manifest readme
+.PHONY: demo test lint bench clean manifest readme docs
 
 $(STAMP): pyproject.toml examples/my_experiment/pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -37,6 +37,15 @@ readme: $(STAMP)
 	p.write_text(re.sub(r'(<!-- experiments:begin[^\n]*\n)(.*?)(<!-- experiments:end -->)', \
 	lambda m: m.group(1) + t() + m.group(3), s, flags=re.S))"
 
+# The API reference and paper pages (mkdocs.yml; strict: a broken reference fails the build).
+$(VENV)/.docs: $(STAMP)
+	$(BIN)/pip install -q -e '.[docs]'
+	touch $@
+
+docs: $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	@echo "site/index.html"
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples
 
@@ -50,4 +59,4 @@ bench: $(STAMP)
 	@echo "ratios and times: $${LAZYLAB_BENCH_JSON:-runs/bench.json}"
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) runs site

@@ -1,0 +1,55 @@
+"""mkdocs hook: the per-paper pages, generated from the experiment registry at build time.
+
+Each page lists the paper's experiments (id, figure, what it shows, estimated times), the
+module docstring that states the protocol and what differs from the paper (rendered by
+mkdocstrings), and every claim's statement at quick scale. Nothing generated is committed, so
+the pages cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from mkdocs.structure.files import File
+
+PAGES = {"arora": "papers/arora.md", "ghorbani": "papers/ghorbani.md",
+         "bailee": "papers/bailee.md", "nichani": "papers/nichani.md",
+         "allenzhu": "papers/allenzhu.md"}
+
+
+def _duration(sec: float | None) -> str:
+    if sec is None:
+        return "?"
+    return f"{sec:.0f} s" if sec < 90 else (f"{sec / 60:.0f} min" if sec < 5400
+                                            else f"{sec / 3600:.1f} h")
+
+
+def _page(key: str) -> str:
+    from lazylab.experiments import PAPERS, all_experiments
+
+    exps = [e for e in all_experiments()
+            if e.paper == key and type(e).__module__.startswith("lazylab.experiments.")]
+    lines = [f"# {PAPERS[key]}", "",
+             f"lazylab reproduces {len(exps)} experiment(s) of this paper. Each runs with "
+             "`lazylab reproduce ID` (quick scale, a 2-core CPU) or `--scale paper` (the "
+             "paper's sizes, one GPU); every claim's verdict, with its measured and expected "
+             "numbers, tolerance and error model, is written to `claims.json` and the report.",
+             ""]
+    for e in exps:
+        p = e.resolve("quick")
+        lines += [f"## `{e.id}`: {e.figure}", "", e.summary, "",
+                  f"Estimated time: {_duration(e.est_seconds.get('quick'))} at quick scale, "
+                  f"{_duration(e.est_seconds.get('paper'))} at paper scale.", "",
+                  "**Claims** (at quick scale):", ""]
+        lines += [f"- `{cid}`: {text}" for cid, text in e.statements(p).items()]
+        lines += ["", "**Protocol** (the experiment's module documentation):", "",
+                  f"::: {inspect.getmodule(type(e)).__name__}",
+                  "    options:", "      members: false", "      show_root_heading: false",
+                  ""]
+    return "\n".join(lines)
+
+
+def on_files(files, config):
+    for key, uri in PAGES.items():
+        files.append(File.generated(config, uri, content=_page(key)))
+    return files
