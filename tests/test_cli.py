@@ -57,7 +57,7 @@ def test_reproduce_writes_every_output(reference):
     claims = json.loads((out / "toy-mean" / "claims.json").read_text())
     assert [set(c) for c in claims] == [
         {"id", "statement", "held", "measured", "expected", "tolerance", "status", "ratio",
-         "error_model", "details"}]
+         "comparison", "error_model", "details"}]
     assert claims[0]["status"] in ("held", "failed", "not_applicable")
     assert "✓" in res.stdout and "second-moment" in res.stdout  # the verdict table
     md = (out / "report.md").read_text()

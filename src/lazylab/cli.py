@@ -276,12 +276,22 @@ def experiments_markdown() -> str:
     """The README's experiment table, generated from the registry (``lazylab list
     --markdown``; a test keeps README.md equal to it)."""
     from lazylab.experiments import all_experiments
+    from lazylab.ids import PAPER_KEYS
     from lazylab.runner.manifest import builtin
 
+    exps = builtin(all_experiments())
+    # Papers in their fixed order, then ids (the registry's own order depends on which
+    # modules happened to be imported first).
+    exps = sorted(exps, key=lambda e: (PAPER_KEYS.index(e.paper) if e.paper in PAPER_KEYS
+                                       else len(PAPER_KEYS), e.id))
     lines = ["| id | paper | what it shows | quick (2-core CPU) | paper scale (one GPU) |",
              "|---|---|---|---|---|"]
-    for e in builtin(all_experiments()):
-        lines.append(f"| `{e.id}` | {short_citation(e.paper)}, {e.figure} | {e.summary} | "
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")  # a pipe would end the Markdown cell
+
+    for e in exps:
+        lines.append(f"| `{e.id}` | {cell(short_citation(e.paper))}, {cell(e.figure)} | "
+                     f"{cell(e.summary)} | "
                      f"{_duration(e.est_seconds.get('quick'))} | "
                      f"{_duration(e.est_seconds.get('paper'))} |")
     return "\n".join(lines) + "\n"

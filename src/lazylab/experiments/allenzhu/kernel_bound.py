@@ -108,7 +108,7 @@ class KernelBound(Experiment):
     min_distinct: ClassVar[dict[str, int]] = {"N": 3}
     id = "allenzhu-kernel-bound"
     paper = PAPER
-    figure = "Thms 2-3 (exact, spec C1-C4)"
+    figure = "Thms 2-3 (exact)"
     summary = ("fraction of the C(d,k) hard parity targets any kernel (or feature map) with N "
                "samples fits below alpha^2/16, vs N, with the bounds 2N/C(d,k), N/(0.9 C(d,k))")
     Params = KernelBoundParams

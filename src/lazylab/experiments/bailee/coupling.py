@@ -94,7 +94,7 @@ class Coupling(Experiment):
     min_distinct: ClassVar[dict[str, int]] = {"m": 3}
     id = "bailee-coupling"
     paper = PAPER
-    figure = "Sec. 3 (spec C4)"
+    figure = "Sec. 3"
     summary = ("sign randomization: |f_L|, |f_Q|, std over signs and |E f - f_Q| vs width m "
                "(log-log slopes +1/4, 0, -1/4, -1/2)")
     Params = CouplingParams

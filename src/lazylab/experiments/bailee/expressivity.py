@@ -88,7 +88,7 @@ class ExpressivityParams(ExperimentParams):
     n_test: int = Field(100, ge=10, le=100_000, description="test points on the sphere")
     B_x: float = Field(1.0, gt=0, description="input radius B_x")
     alpha: float = Field(1.0, description="target coefficient alpha (nonzero)")
-    beta_norm: float = Field(1.0, gt=0, description="||beta|| (spec C12: 1)")
+    beta_norm: float = Field(1.0, gt=0, description="||beta|| (the paper: 1)")
     n_init: int = Field(4, ge=1, le=1000, description="draws of W0 per unit (errors are RMS "
                         "over draws and test points)")
     delta: float = Field(0.1, gt=0, lt=1, description="failure probability in Theorem 7's bound")
@@ -116,7 +116,7 @@ class Expressivity(Experiment):
     min_distinct: ClassVar[dict[str, int]] = {"m": 3}
     id = "bailee-expressivity"
     paper = PAPER
-    figure = "Thm 7 / Lemma 15 (spec C12)"
+    figure = "Thm 7 / Lemma 15"
     summary = ("explicit W* for alpha (beta.x)^p: approximation error of f_Q(W*) and of the "
                "randomized net vs m, and ||W*||_{2,4}^4 vs its limit and Theorem 7's bound")
     Params = ExpressivityParams

@@ -110,7 +110,7 @@ class Generalization(Experiment):
     min_distinct: ClassVar[dict[str, int]] = {"d": 3}
     id = "bailee-generalization"
     paper = PAPER
-    figure = "Lemma 5 / Thm 6 / Lemma 8 (spec C13)"
+    figure = "Lemma 5 / Thm 6 / Lemma 8"
     summary = ("M_x,op and the Rademacher operator-norm term vs d for sphere, hypercube, "
                "anisotropic and degenerate data: the sqrt(d) advantage of isotropic inputs")
     Params = GeneralizationParams

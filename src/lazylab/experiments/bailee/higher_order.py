@@ -118,7 +118,7 @@ class HigherOrder(Experiment):
     min_distinct: ClassVar[dict[str, int]] = {"m": 3}
     id = "bailee-higher-order"
     paper = PAPER
-    figure = "Sec. 6.1 (spec C15)"
+    figure = "Sec. 6.1"
     summary = ("order-k randomization: |f^(j)| vs width for k = 2, 3, 4; the k-th term is "
                "Theta(1), the lower ones decay like m^{-j/(2k)}")
     Params = HigherOrderParams

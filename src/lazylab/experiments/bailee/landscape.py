@@ -133,7 +133,7 @@ class Landscape(Experiment):
     min_distinct: ClassVar[dict[str, int]] = {"m": 3}
     id = "bailee-landscape"
     paper = PAPER
-    figure = "Sec. 4: Lemma 1, Thm 2 / Cor 3, Thm 4 (spec C7-C10)"
+    figure = "Sec. 4: Lemma 1, Thm 2 / Cor 3, Thm 4"
     summary = ("landscape inequalities vs m (violation ~ m^-1 for L^Q, ~ m^-1/2 for L~), "
                "teacher-student noisy GD to near OPT with ||W||_{2,4} flat in m, W = 0 a saddle")
     Params = LandscapeParams

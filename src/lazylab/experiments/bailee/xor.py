@@ -194,7 +194,7 @@ class Xor(Experiment):
     min_distinct: ClassVar[dict[str, int]] = {"d": 3}
     id = "bailee-xor"
     paper = PAPER
-    figure = "Sec. 5.2 (spec C14)"
+    figure = "Sec. 5.2"
     summary = ("2-XOR on {+-1}^d: test MSE vs n for NTK, QuadNTK and the randomized net, and the "
                "smallest n reaching the target vs d")
     Params = XorParams

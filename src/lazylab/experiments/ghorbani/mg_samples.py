@@ -31,7 +31,7 @@ __all__ = ["MGSamples", "MGSamplesParams"]
 class MGSamplesParams(SamplesParams):
     d: int = Field(30, ge=4, le=4000, description="input dimension (paper: 450)")
     rho: float = Field(0.4, gt=0, le=4, description="width N = round(rho d); the paper does "
-                       "not state N, we take rho = 0.4 (spec Sec. 8 item 9)")
+                       "not state N, we take rho = 0.4")
     sgd_steps: int = Field(10_000, ge=10, le=10**7, description="one-pass SGD steps")
     nn_lr: float | None = Field(None, gt=0, le=10, description="NN step size; default "
                                 "0.36/(sqrt(d)(1 + d/batch_size))")

@@ -28,7 +28,7 @@ __all__ = ["QFSamples", "QFSamplesParams"]
 
 class QFSamplesParams(SamplesParams):
     rho: float = Field(0.5, gt=0, le=4, description="width N = round(rho d); the paper does "
-                       "not state N, we take rho = 1/2 (spec Sec. 8 item 9)")
+                       "not state N, we take rho = 1/2")
 
 
 @register

@@ -90,7 +90,7 @@ class MlpScaling(Experiment):
     min_distinct: ClassVar[dict[str, int]] = {"d": 3}
     id = "nichani-mlp-scaling"
     paper = PAPER
-    figure = "Fig. 2 (spec C15)"
+    figure = "Fig. 2"
     summary = ("smallest n with test loss < 0.1 vs d for a ReLU MLP on 'dense quadratic plus "
                "sparse cubic', log-log with n = 6 d^2 and n = d^3")
     Params = MlpScalingParams

@@ -149,7 +149,7 @@ class RegularizerParams(ExperimentParams):
 class Regularizer(Experiment):
     id = "nichani-regularizer"
     paper = PAPER
-    figure = "Fig. 1 (spec C7, C10, C11, C12, C16)"
+    figure = "Fig. 1"
     summary = ("f_L + f_Q trained with R3 for a sweep of lambda3: train loss, test loss and R3 "
                "vs log_d t; baselines NTK ridgeless, f_L only, f_Q only")
     Params = RegularizerParams
@@ -170,7 +170,7 @@ class Regularizer(Experiment):
                      "0.6')",
         "plateau": "before overfitting, the test loss plateaus near the low-degree level "
                    "||P_>1 f*||^2: lambda3 = 0's test loss when its train loss first reaches "
-                   "that level (the degree <= 1 part is learned first, spec C12; the paper's "
+                   "that level (the degree <= 1 part is learned first; the paper's "
                    "Fig. 1 test pane plateaus at ~0.72 for log_d t in [0.7, 1.5])",
         "escape": "the best lambda3 > 0 lowers the lambda3 = 0 test loss by >= 25% while "
                   "keeping R3 <= 1/4 of the unregularized R3",
@@ -390,7 +390,7 @@ class Regularizer(Experiment):
             error_model="deterministic scales, same data and init: the f_L-only fit spreads its "
                         "movement over all neurons (max_r ||w_r|| ~ ||W||_F / sqrt(m) up to a "
                         "log factor) while the quadratic part concentrates it (||w_r|| ~ "
-                        "m^-1/4 on the moved neurons, spec Sec. 2.4); 'far beyond' read as a "
+                        "m^-1/4 on the moved neurons); 'far beyond' read as a "
                         f"factor >= {LAZY_RATIO:g}",
             details={"max_row_best": mv_b, "max_row_fL_only": mv_l,
                      "max_row_best_times_sqrt_m": mv_b * math.sqrt(p.m)}))

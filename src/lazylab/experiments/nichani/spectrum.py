@@ -69,7 +69,7 @@ class SpectrumParams(ExperimentParams):
 class Spectrum(Experiment):
     id = "nichani-spectrum"
     paper = PAPER
-    figure = "Secs. 1.1, 4.1, Lemma 15 (spec C4-C6)"
+    figure = "Secs. 1.1, 4.1, Lemma 15"
     summary = ("spectrum of the NTK feature covariance grouped by spherical-harmonic degree, and "
                "the Gram-matrix gap after n_1 with its flat ridge")
     Params = SpectrumParams

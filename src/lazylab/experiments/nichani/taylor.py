@@ -113,7 +113,7 @@ class TaylorParams(ExperimentParams):
 class TaylorExperiment(Experiment):
     id = "nichani-taylor"
     paper = PAPER
-    figure = "App. G, Taylor expansion experiment (spec C17)"
+    figure = "App. G, Taylor expansion experiment"
     summary = ("full network vs first- and second-order Taylor models trained from the same "
                "init with the same SGD: train and test loss vs epoch on a real image task")
     Params = TaylorParams
