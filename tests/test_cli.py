@@ -257,3 +257,10 @@ def test_every_verdict_prints_its_comparison(toy, tmp_path):
     # A one-sided claim that held outside the band prints as one-sided, never "within".
     op = comparison(0.967, 0.5, 0.0158, "held")
     assert comparison_text(0.967, 0.5, 0.0158, op) == "0.967 >= 0.5 - 0.0158"
+
+
+def test_show_states_bounds_that_depend_on_the_data_set():
+    res = cli("show", "arora-spectrum")
+    assert res.exit_code == 0, res.output
+    assert "data-dependent bounds (quick: digits, classes 0 and 1): n_train + n_test <= 360" \
+        in res.output.replace("\n", " ")

@@ -254,6 +254,32 @@ def _root(
     """Reproduce five papers on wide two-layer networks in the lazy (NTK) regime and beyond."""
 
 
+def _data_bounds(exp: Experiment) -> list[str]:
+    """Where a bound depends on the data set (the pydantic bounds of n_train / n_test are the
+    largest any data set allows): how many examples of the classes each scale's data set holds."""
+    from lazylab.data.real import DatasetNotFound, available
+
+    out = []
+    for scale in exp.scales:
+        try:
+            p = exp.resolve(scale)
+            sources = exp.data_sources(p)
+        except (ValueError, LazylabError):
+            continue
+        for name, root in sources:
+            classes = getattr(p, "classes", None)
+            try:
+                n_tr, n_te = available(name, classes, root)
+            except (DatasetNotFound, ValueError, OSError) as e:
+                out.append(f"data ({scale}): {name} is not on this machine ({str(e)[:80]}...)")
+                continue
+            which = f"classes {classes[0]} and {classes[1]}" if classes else "its classes"
+            limit = (f"n_train + n_test <= {n_tr} (one pool)" if n_te is None
+                     else f"n_train <= {n_tr}, n_test <= {n_te}")
+            out.append(f"data-dependent bounds ({scale}: {name}, {which}): {limit}")
+    return list(dict.fromkeys(out))
+
+
 def short_citation(paper_key: str) -> str:
     """"Ghorbani et al. 2019", "Bai & Lee 2020" from the registry's paper entry.
 
@@ -371,6 +397,8 @@ def show(exp_id: Annotated[str, typer.Argument(metavar="ID", help="An experiment
             out.print("robustness axes (`lazylab robustness " + exp.id + "`): " + escape(
                 "; ".join(f"{k} in {format_value(list(v))}" for k, v in axes.items())),
                 soft_wrap=True)
+        for line in _data_bounds(exp):
+            out.print(escape(line), soft_wrap=True)
         out.print(f"run: lazylab reproduce {exp.id} [--scale paper] [--set KEY=VALUE]")
 
 

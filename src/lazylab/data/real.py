@@ -53,7 +53,7 @@ from lazylab.data.idx import read_idx
 from lazylab.errors import DataNotFound
 
 __all__ = ["DATASETS", "DatasetNotFound", "find_dataset", "load_dataset", "load_raw",
-           "mnist5k_path",
+           "available", "mnist5k_path",
            "search_paths"]
 
 DATASETS = ("digits", "fashion-mnist", "mnist", "cifar10", "mnist-5k")
@@ -215,6 +215,21 @@ def dataset_fingerprint(name: str, root: str | Path | None = None) -> str:
         h.update(f.name.encode() + b"\0" + _file_digest(str(f), st.st_size,
                                                           st.st_mtime_ns).encode())
     return h.hexdigest()[:16]
+
+
+def available(name: str, classes: Sequence[int | str] | None = None,
+              root: str | Path | None = None) -> tuple[int, int | None]:
+    """How many examples of the two ``classes`` the data set holds: (train split, test split),
+    or (pool, None) for the one-pool sets (digits, mnist-5k), where n_train + n_test must fit
+    the pool. Raises :class:`DatasetNotFound` when the files are absent.
+
+    >>> available("digits", (0, 1))
+    (360, None)
+    """
+    pos, neg = _resolve_classes(name, classes)
+    _, ytr, _, yte, _ = load_raw(name, root)
+    n_tr = int(np.sum((ytr == pos) | (ytr == neg)))
+    return n_tr, (None if yte is None else int(np.sum((yte == pos) | (yte == neg))))
 
 
 def _check_name(name: str) -> None:
