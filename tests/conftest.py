@@ -17,3 +17,21 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    """The toy experiment (tests/toy_experiment.py), registered for the module's tests."""
+    from toy_experiment import registered
+
+    with registered() as exp:
+        yield exp
+
+
+@pytest.fixture
+def toy_hooks():
+    """The toy experiment's test hooks reset before a test (call counters, failure hook).
+    Modules that count calls use it with ``pytestmark = pytest.mark.usefixtures(...)``."""
+    from toy_experiment import ToyMean
+
+    ToyMean.calls, ToyMean.group_calls, ToyMean.fail_on_call = 0, 0, None

@@ -11,20 +11,13 @@ import pytest
 import torch
 
 from lazylab.store import STORE_NAME, Store
-from toy_experiment import ToyMean, cli, registered
+from toy_experiment import ToyMean, cli
 
 FILES = ("results.csv", "claims.json", "config.json", "toy-mean.png", "toy-mean.svg")
 
 
-@pytest.fixture(scope="module")
-def toy():
-    with registered() as exp:
-        yield exp
 
-
-@pytest.fixture(autouse=True)
-def fresh_hooks():
-    ToyMean.calls, ToyMean.fail_on_call = 0, None
+pytestmark = pytest.mark.usefixtures("toy_hooks")
 
 
 

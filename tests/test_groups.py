@@ -13,21 +13,14 @@ from lazylab.errors import OutOfTime
 from lazylab.runner import plan_groups, plan_units, resolve_spec, run_experiment
 from lazylab.runner.job import Clock
 from lazylab.store import STORE_NAME, Store
-from toy_experiment import ToyMean, cli, registered
+from toy_experiment import ToyMean, cli
 
 CPU = torch.device("cpu")
 NS = "100,200,300,400,500"
 
 
-@pytest.fixture(scope="module")
-def toy():
-    with registered() as exp:
-        yield exp
 
-
-@pytest.fixture(autouse=True)
-def fresh_hooks():
-    ToyMean.calls, ToyMean.group_calls, ToyMean.fail_on_call = 0, 0, None
+pytestmark = pytest.mark.usefixtures("toy_hooks")
 
 
 def spec_of(exp, seeds: int = 2, **sets: str):

@@ -20,21 +20,14 @@ from lazylab.report import atomic_write
 from lazylab.runner import resolve_spec, run_experiment
 from lazylab.store import STORE_NAME, Store
 from proc_helpers import alive, children, run, start, stored, wait_for
-from toy_experiment import ToyMean, cli, registered
+from toy_experiment import ToyMean, cli
 
 CPU = torch.device("cpu")
 SLOW = ("--set", "sleep=0.25", "--seeds", "3")
 
 
-@pytest.fixture(scope="module")
-def toy():
-    with registered() as exp:
-        yield exp
 
-
-@pytest.fixture(autouse=True)
-def fresh_hooks():
-    ToyMean.calls, ToyMean.fail_on_call = 0, None
+pytestmark = pytest.mark.usefixtures("toy_hooks")
 
 
 

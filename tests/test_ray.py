@@ -14,22 +14,15 @@ import torch
 from lazylab.runner import resolve_spec, run_experiment
 from lazylab.runner.ray_backend import resources_for
 from lazylab.store import STORE_NAME, Store
-from toy_experiment import ToyMean, registered
+from toy_experiment import ToyMean
 
 ray = pytest.importorskip("ray")
 
 CPU = torch.device("cpu")
 
 
-@pytest.fixture(scope="module")
-def toy():
-    with registered() as exp:
-        yield exp
 
-
-@pytest.fixture(autouse=True)
-def fresh_hooks():
-    ToyMean.calls, ToyMean.group_calls, ToyMean.fail_on_call = 0, 0, None
+pytestmark = pytest.mark.usefixtures("toy_hooks")
 
 
 @pytest.fixture(scope="module")

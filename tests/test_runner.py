@@ -27,20 +27,13 @@ from lazylab.runner import (
 )
 from lazylab.seeding import canonical_key, derive_seed
 from lazylab.store import STORE_NAME, Store
-from toy_experiment import ToyMean, registered
+from toy_experiment import ToyMean
 
 CPU = torch.device("cpu")
 
 
-@pytest.fixture(scope="module")
-def toy():
-    with registered() as exp:
-        yield exp
 
-
-@pytest.fixture(autouse=True)
-def fresh_hooks():
-    ToyMean.calls, ToyMean.fail_on_call = 0, None
+pytestmark = pytest.mark.usefixtures("toy_hooks")
 
 
 @pytest.fixture(scope="module")
