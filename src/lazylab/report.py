@@ -668,7 +668,7 @@ def _render_md(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
 _CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}
 table{border-collapse:collapse;margin:.8em 0}td,th{border:1px solid #ccc;padding:.25em .6em;
 text-align:left;vertical-align:top}th{background:#f3f3f3}.ok{color:#1a7f37;font-weight:bold}
-.bad{color:#cf222e;font-weight:bold}.na{color:#6e7781}img{max-width:100%}code{background:#f6f8fa}
+.bad{color:#cf222e;font-weight:bold}.na{color:#6e7781}img{max-width:100%}img.figure{width:100%;height:auto}code{background:#f6f8fa}
 pre{background:#f6f8fa;padding:.5em;overflow-x:auto}"""
 
 

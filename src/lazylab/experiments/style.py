@@ -122,18 +122,49 @@ def width_axis(ax: Axes, d: int, *, xlabel: str = "Number of Hidden Units, N") -
 def finish(ax: Axes, *, xlabel: str | None = None, ylabel: str = r"$R/R_0$",
            ylim: tuple[float, float] | None = None, title: str | None = None,
            legend_loc: str = "best") -> None:
-    """Axis labels, limits, title and a compact legend."""
+    """Axis labels, limits, title and a legend with a key telling markers (simulations) from
+    lines (theory); a single-panel figure gets it beside the axes, never over a curve."""
     if xlabel is not None:
         ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if ylim is not None:
         ax.set_ylim(*ylim)
     if title:
-        ax.set_title(title, fontsize=10)
+        ax.set_title(title, fontsize=11)
     handles, _ = ax.get_legend_handles_labels()
+    if handles and legend_loc == "best" and len(ax.figure.axes) == 1:
+        # Beside the axes, so a legend never hides a curve: laid out first, then the legend
+        # is added outside (the saved figure's tight bounding box takes it in).
+        ax.figure.tight_layout()
+        ax.legend(handles=handles + _key(ax), loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  fontsize=9, frameon=False, borderaxespad=0.0)
+        return
     if handles:
-        ax.legend(loc=legend_loc, fontsize=8, frameon=False)
+        ax.legend(handles=handles + _key(ax), loc=legend_loc, fontsize=9, frameon=False)
     ax.figure.tight_layout()
+
+
+def _key(ax: Axes) -> list:
+    """Grey legend entries telling markers (simulations) from lines (theory), when an axes
+    shows both."""
+    from matplotlib.container import ErrorbarContainer
+    from matplotlib.lines import Line2D
+
+    def marker(line: Line2D) -> bool:
+        return line.get_marker() not in (None, "None", "", " ")
+
+    def drawn(line: Line2D) -> bool:
+        return line.get_linestyle() not in ("None", "", " ")
+
+    sims = (any(isinstance(c, ErrorbarContainer) for c in ax.containers)
+            or any(marker(ln) and not drawn(ln) for ln in ax.lines))
+    theory = any(drawn(ln) and not marker(ln) and not ln.get_label().startswith("_")
+                 for ln in ax.lines)
+    if not (sims and theory):
+        return []
+    return [Line2D([], [], color="0.45", marker="o", linestyle="None",
+                   label="markers: simulations (mean ± SEM)"),
+            Line2D([], [], color="0.45", linestyle="-", label="lines: theory")]
 
 
 def series_points(ax: Axes, results, method: str, metric: str = "risk", *,
