@@ -258,19 +258,27 @@ def draw_figure(exp: Experiment, p: ExperimentParams, results: Results, exp_dir:
         raise TypeError(f"{exp.id}.plot must return a matplotlib Figure")
     import matplotlib.pyplot as plt
 
-    # A fixed hash salt and no date keep the SVG identical across identical runs.
     try:
-        with plt.rc_context({"svg.hashsalt": "lazylab"}):
-            for fmt, kw in (("png", {"dpi": 150}), ("svg", {"metadata": {"Date": None}})):
-                final = exp_dir / f"{exp.id}.{fmt}"
-                tmp = _tmp(final)
-                try:
-                    fig.savefig(tmp, format=fmt, bbox_inches="tight", **kw)
-                    os.replace(tmp, final)
-                finally:
-                    tmp.unlink(missing_ok=True)
+        save_figure(fig, exp_dir, exp.id, dpi=150)
     finally:
         plt.close(fig)
+
+
+def save_figure(fig, folder: Path, stem: str, *, dpi: int = 150) -> None:
+    """Save ``fig`` as ``folder/stem.png`` and ``.svg``, each atomically (a temporary file,
+    then a rename); a fixed hash salt and no date keep the SVG identical across identical
+    runs."""
+    import matplotlib.pyplot as plt
+
+    with plt.rc_context({"svg.hashsalt": "lazylab"}):
+        for fmt, kw in (("png", {"dpi": dpi}), ("svg", {"metadata": {"Date": None}})):
+            final = folder / f"{stem}.{fmt}"
+            tmp = _tmp(final)
+            try:
+                fig.savefig(tmp, format=fmt, bbox_inches="tight", **kw)
+                os.replace(tmp, final)
+            finally:
+                tmp.unlink(missing_ok=True)
 
 
 def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None, *,

@@ -186,7 +186,7 @@ def _plot(exp: Experiment, exp_dir: Path, settings: Sequence[Setting],
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from lazylab.report import _tmp
+    from lazylab.report import save_figure
 
     ids: list[str] = []
     for s in settings:
@@ -219,16 +219,10 @@ def _plot(exp: Experiment, exp_dir: Path, settings: Sequence[Setting],
     ax.set_title(f"{exp.id}: share of seeds where each claim held\n"
                  "(cell text: median |measured - expected| / tolerance)", fontsize=9)
     fig.colorbar(im, ax=ax, label="share of seeds held")
-    with plt.rc_context({"svg.hashsalt": "lazylab"}):
-        for fmt, kw in (("png", {"dpi": 120}), ("svg", {"metadata": {"Date": None}})):
-            final = exp_dir / f"robustness.{fmt}"
-            tmp = _tmp(final)
-            try:
-                fig.savefig(tmp, format=fmt, bbox_inches="tight", **kw)
-                tmp.replace(final)
-            finally:
-                tmp.unlink(missing_ok=True)
-    plt.close(fig)
+    try:
+        save_figure(fig, exp_dir, "robustness", dpi=120)
+    finally:
+        plt.close(fig)
 
 
 def load_summary(exp_dir: Path) -> dict[str, Any] | None:

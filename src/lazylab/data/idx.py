@@ -65,7 +65,7 @@ def read_idx(path: str | Path) -> np.ndarray:
         gz = raw.read(2) == _GZIP_MAGIC
         raw.seek(0)
         f = gzip.GzipFile(fileobj=raw) if gz else raw
-        head = f.read(4) if not gz else _safe_read(f, 4, path)
+        head = _safe_read(f, 4, path)
         if len(head) < 4 or head[0] != 0 or head[1] != 0:
             raise ValueError(f"{path}: not an IDX file (the magic number must start with two "
                              "zero bytes)")

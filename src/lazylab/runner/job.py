@@ -1,9 +1,10 @@
-"""What a backend ships to wherever units compute, and how one unit is called.
+"""What a backend ships to wherever units compute, and how a group of units is called.
 
 A :class:`Job` is the picklable part of a run: the experiment class, its parameters, the
 device type, the execution policy and the output of ``prepare`` (computed once per run).
-:func:`call_unit` applies the policy, runs one unit and captures a failure as data (exceptions
-may not pickle), so every backend calls units the same way.
+:func:`call_group` applies the policy, runs one group (a unit alone, or the members of a
+batched group) and captures a failure as data (exceptions may not pickle), so every backend
+calls units the same way.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from lazylab.runner.spec import WorkGroup, WorkUnit
 if TYPE_CHECKING:
     from lazylab.experiments.base import Experiment, ExperimentParams
 
-__all__ = ["Backend", "Clock", "Done", "Job", "Result", "call_group", "call_unit", "failure",
+__all__ = ["Backend", "Clock", "Done", "Job", "Result", "call_group", "failure",
            "group_done", "uses_prepare"]
 
 #: (status, payload, seconds, detail): status "ok" with rows, "missing" (a data file was not
@@ -50,12 +51,6 @@ class Job:
     policy: ExecutionPolicy
     prep: Any = None
     with_prep: bool = False
-
-
-def call_unit(exp: Experiment, job: Job, key: dict[str, Any], seed: int) -> Result:
-    """Run one unit under the job's policy; a failure comes back as data."""
-    res = call_group(exp, job, None, [(key, seed)], seed)
-    return res if res[0] != "ok" else (res[0], res[1][0], res[2], res[3])
 
 
 def call_group(exp: Experiment, job: Job, label: str | None,
