@@ -22,44 +22,23 @@ Run: ``.venv/bin/python bench/bench_paper_scale.py [--steps 20] [--device cpu|cu
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
+from _projection import H100_FLOPS, LAUNCH_SECONDS, OpCounter, Timeout, project, sync
 from _results import record
-from lazylab.experiments import get_experiment
+from lazylab.experiments import all_experiments, get_experiment
 from lazylab.experiments.ghorbani import common as C
 from lazylab.seeding import torch_generator
 from lazylab.train import fit
 from lazylab.train.packed import train_packed_quad
-
-#: float32 GEMM throughput of the lent H100 (8192^3, TF32 off), flop/s.
-H100_FLOPS = 51.5e12
-#: Seconds per launched operation of eager PyTorch on the H100: a 39-operation Ghorbani SGD
-#: step took 100-300 us there, 2.5-7.7 us an operation; the middle of that range.
-LAUNCH_SECONDS = 5e-6
-
-
-class OpCounter(TorchDispatchMode):
-    """Counts aten operations dispatched (views and metadata queries included)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.n = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.n += 1
-        return func(*args, **(kwargs or {}))
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def gemm_flops_per_second(device: torch.device, n: int = 2048) -> float:
@@ -174,42 +153,122 @@ def ghorbani_width(exp_id: str, steps: int, device: torch.device) -> Row:
 BENCHES = {"ghorbani-qf-width": ghorbani_width, "ghorbani-mg-width": ghorbani_width}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=10, help="capped steps per configuration")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--only", nargs="*", default=None, help="experiment ids")
-    a = ap.parse_args()
-    torch.set_num_threads(a.threads)
-    device = torch.device(a.device)
-    peak = gemm_flops_per_second(device)
-    print(f"device {device}, threads {a.threads}, float32 GEMM {peak / 1e9:.1f} GFLOP/s, "
-          f"{a.steps} capped steps")
-    head = (f"{'experiment':<20} {'cfgs':>5} {'ops/cfg-step alone':>18} {'batched':>8} "
-            f"{'ratio':>6} {'CPU-s/step alone':>16} {'batched':>8} {'ratio':>6} {'GFLOP/step':>10} "
-            f"{'s/step':>8} {'projected':>10} {'floor':>8} {'H100 model':>10}")
-    print(head)
-    out: dict[str, Any] = {"device": str(device), "gemm_flops": peak, "steps": a.steps}
+#: Complete paper-scale runs measured on a lent H100 (docs/paper-scale.md, sections 1, 3, 5,
+#: 7): wall seconds, and how the GPU was shared then.
+MEASURED_H100 = {
+    "arora-spectrum": (22, "12 processes on the card"),
+    "bailee-coupling": (95, "12 processes on the card"),
+    "bailee-xor": (195, "12 processes on the card"),
+    "arora-convergence": (1370, "7 processes on the card"),
+    "arora-learnability": (607, "alone"),
+    "nichani-regularizer": (330, "alone"),
+    "nichani-mlp-scaling": (592, "6 workers"),
+    "nichani-spectrum": (31, "alone"),
+}
+ESTIMATES = Path(__file__).resolve().parents[1] / "src" / "lazylab" / "experiments" / \
+    "paper_estimates.json"
+
+
+def ratio_table(steps: int, device: torch.device, only: list[str] | None) -> dict[str, Any]:
+    """Part 2: the batched paths against one configuration at a time."""
+    out: dict[str, Any] = {}
+    print(f"\nbatched paths, {steps} capped steps: operations and CPU seconds per "
+          "configuration-step, one by one vs batched")
+    print(f"{'experiment':<20} {'cfgs':>5} {'ops alone':>10} {'batched':>8} {'ratio':>6} "
+          f"{'CPU-s alone':>12} {'batched':>8} {'ratio':>6}")
     for exp_id, fn in BENCHES.items():
-        if a.only and exp_id not in a.only:
+        if only and exp_id not in only:
             continue
-        r = fn(exp_id, a.steps, device)
-        floor = r.flop_step * r.paper_steps * r.groups / peak
-        print(f"{r.experiment:<20} {r.configs:>5} {r.ops_alone:>18.1f} {r.ops_batched:>8.2f} "
-              f"{r.ops_alone / r.ops_batched:>6.1f} {r.cpu_alone:>16.4f} {r.cpu_batched:>8.4f} "
-              f"{r.cpu_alone / r.cpu_batched:>6.2f} {r.flop_step / 1e9:>10.2f} "
-              f"{r.step_seconds:>8.4f} {r.projected / 60:>8.1f} m {floor / 60:>6.1f} m "
-              f"{r.h100:>8.1f} s")
+        r = fn(exp_id, steps, device)
+        print(f"{r.experiment:<20} {r.configs:>5} {r.ops_alone:>10.1f} {r.ops_batched:>8.2f} "
+              f"{r.ops_alone / r.ops_batched:>6.1f} {r.cpu_alone:>12.4f} {r.cpu_batched:>8.4f} "
+              f"{r.cpu_alone / r.cpu_batched:>6.2f}")
         out[r.experiment] = {
             "configs": r.configs, "ops_per_config_step_alone": r.ops_alone,
             "ops_per_config_step_batched": r.ops_batched,
             "ops_ratio": r.ops_alone / r.ops_batched, "cpu_seconds_per_step_alone": r.cpu_alone,
-            "cpu_seconds_per_step_batched": r.cpu_batched, "cpu_ratio": r.cpu_alone / r.cpu_batched,
-            "flop_per_step": r.flop_step, "seconds_per_step": r.step_seconds,
-            "paper_steps": r.paper_steps, "groups": r.groups,
-            "projected_seconds": r.projected, "floor_seconds": floor,
-            "h100_model_seconds": r.h100}
+            "cpu_seconds_per_step_batched": r.cpu_batched, "cpu_ratio": r.cpu_alone / r.cpu_batched}
+    return out
+
+
+def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    """Part 1: every experiment's projected paper-scale cost (bench/_projection.py)."""
+    ids = a.only or [e.id for e in all_experiments()
+                     if type(e).__module__.startswith("lazylab.")]
+    print(f"\nprojection at paper scale: training loops capped at {a.cap} and {2 * a.cap} steps, "
+          f"up to {a.sample} groups sampled, {a.limit:.0f} s limit a piece")
+    print(f"{'experiment':<22} {'groups':>6} {'smpl':>4} {'loops':>5} {'GFLOP':>10} "
+          f"{'Mops':>8} {'here':>9} {'H100 model':>10} {'measured':>9} {'ratio':>6}")
+    out: dict[str, Any] = {}
+    for exp_id in ids:
+        t0 = time.perf_counter()
+        try:
+            pr = project(exp_id, cap=a.cap, sample=a.sample, device=device, limit=a.limit,
+                         tcap=a.tcap)
+        except Timeout as e:
+            print(f"{exp_id:<22} not projected: a piece ran {e}")
+            out[exp_id] = {"error": f"a piece ran {e}"}
+            continue
+        tot = pr.total
+        meas = MEASURED_H100.get(exp_id)
+        ratio = f"{tot.h100 / meas[0]:>6.2f}" if meas else ""
+        print(f"{exp_id:<22} {pr.groups:>6} {pr.sampled:>4} {pr.loops:>5} {tot.flop / 1e9:>10.0f} "
+              f"{tot.ops / 1e6:>8.2f} {_dur(tot.wall):>9} {_dur(tot.h100):>10} "
+              f"{_dur(meas[0]) if meas else '':>9} {ratio}{'' if pr.exact else '  (~ loops)'}"
+              f"   [{time.perf_counter() - t0:.0f} s]")
+        out[exp_id] = {"groups": pr.groups, "sampled": pr.sampled, "seeds": pr.seeds,
+                       "loops": pr.loops, "exact": pr.exact, "flop": tot.flop, "ops": tot.ops,
+                       "seconds_here": tot.wall, "cpu_seconds_here": tot.cpu,
+                       "h100_model_seconds": tot.h100,
+                       "measured_h100_seconds": meas[0] if meas else None}
+    done = {k: v for k, v in out.items() if "error" not in v}
+    total = sum(v["h100_model_seconds"] for v in done.values())
+    print(f"H100 model, {len(done)} experiments: {_dur(total)} in all; "
+          f"largest {max(done, key=lambda k: done[k]['h100_model_seconds'], default='-')}")
+    return out
+
+
+def _dur(s: float) -> str:
+    return f"{s:.1f} s" if s < 600 else (f"{s / 60:.1f} m" if s < 36000 else f"{s / 3600:.1f} h")
+
+
+def write_estimates(out: dict[str, Any], device: torch.device) -> None:
+    """Merge the H100-model seconds into the registry's estimate file (``lazylab list``)."""
+    cur = json.loads(ESTIMATES.read_text()) if ESTIMATES.exists() else {}
+    for exp_id, v in out.items():
+        if "error" not in v:
+            cur[exp_id] = {"paper_h100_seconds": round(v["h100_model_seconds"], 1),
+                           f"paper_{device.type}_seconds": round(v["seconds_here"], 1)}
+    ESTIMATES.write_text(json.dumps(dict(sorted(cur.items())), indent=1) + "\n")
+    print(f"estimates written to {ESTIMATES}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=10, help="capped steps of the ratio table")
+    ap.add_argument("--cap", type=int, default=2, help="training loops capped at cap, 2 cap")
+    ap.add_argument("--tcap", type=int, default=20,
+                    help="training loops timed at tcap, 2 tcap steps")
+    ap.add_argument("--sample", type=int, default=3, help="groups measured per experiment")
+    ap.add_argument("--limit", type=float, default=600.0, help="seconds a piece may take")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--only", nargs="*", default=None, help="experiment ids")
+    ap.add_argument("--part", choices=("all", "projection", "ratios"), default="all")
+    ap.add_argument("--write-estimates", action="store_true",
+                    help="store the projections as the registry's paper-scale estimates")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    device = torch.device(a.device)
+    peak = gemm_flops_per_second(device)
+    print(f"device {device}, threads {a.threads}, float32 GEMM {peak / 1e9:.1f} GFLOP/s")
+    out: dict[str, Any] = {"device": str(device), "gemm_flops": peak}
+    if a.part in ("all", "projection"):
+        out["projection"] = projection_table(a, device)
+        if a.write_estimates:
+            write_estimates(out["projection"], device)
+    if a.part in ("all", "ratios"):
+        out["ratios"] = ratio_table(a.steps, device, a.only)
     record("paper_scale", out, device)
 
 

@@ -178,6 +178,8 @@ BAD = [
     (("reproduce", "toy", "--scale", "huge"), "--scale must be one of quick, paper"),
     (("reproduce", "toy", "--device", "tpu"), "--device must be one of auto, cpu, cuda"),
     (("reproduce", "toy", "--workers", "0"), "--workers must be >= 1"),
+    (("reproduce", "toy", "--precision", "fp16"), "--precision must be one of auto, fp32, tf32"),
+    (("reproduce", "toy", "--allow-tf32", "--precision", "fp32"), "exclude each other"),
     (("reproduce", "toy", "--set", "data_path=/no/such/file"), "toy data set not found"),
     (("show", "nope"), "unknown experiment id 'nope'"),
     (("report", "/no/such/dir"), "does not exist"),

@@ -505,8 +505,11 @@ def reproduce(
         help="torch threads of every unit, in every worker (default: the CPU cores, at most "
              "8); recorded, and part of the identity that --resume checks.",
         show_default=False)] = None,
-    allow_tf32: Annotated[bool, typer.Option(help="Allow TF32 matmuls on GPUs (faster, "
-                                                  "10-bit mantissas).")] = False,
+    precision: Annotated[str, typer.Option(
+        help="Float32 matmuls on GPUs: auto (TF32 where the experiment declares it for the "
+             "scale, e.g. the GEMM-bound paper-scale runs), fp32, or tf32 (faster, 10-bit "
+             "mantissas). CPUs always compute in float32.")] = "auto",
+    allow_tf32: Annotated[bool, typer.Option(help="Same as --precision tf32.")] = False,
     memory_budget: Annotated[float | None, typer.Option(
         help="GiB a blocked kernel evaluation may use for one block (default: the device's).",
         show_default=False)] = None,
@@ -535,6 +538,10 @@ def reproduce(
                              f"{memory_budget}")
         if resume and fresh:
             raise InputError("--resume and --fresh exclude each other")
+        _choice("--precision", precision, ("auto", "fp32", "tf32"))
+        if allow_tf32 and precision == "fp32":
+            raise InputError("--allow-tf32 and --precision fp32 exclude each other")
+        precision = "tf32" if allow_tf32 else precision
         deadline = None if max_time is None else t_start + parse_duration(max_time)
         if address is not None and backend != "ray":
             raise InputError("--address needs --backend ray")
@@ -558,15 +565,18 @@ def reproduce(
         exps = select_experiments(targets)
         _check_keys(exps, assignments)
         policy = ExecutionPolicy(
-            threads=threads or default_threads(), allow_tf32=allow_tf32,
+            threads=threads or default_threads(),
             memory_budget=None if memory_budget is None else int(memory_budget * 2**30))
-        specs = [resolve_spec(e, scale, assignments, seeds, dev, policy) for e in exps]
+        specs = [resolve_spec(e, scale, assignments, seeds, dev, policy, precision)
+                 for e in exps]
         _cost_guard(specs, yes=yes, workers=workers)
         command = _command(targets, scale, sets, seeds, device, out, resume, fresh, strict,
                            workers, backend)
         from lazylab.report import policy_flags
 
         command += " " + shlex.join(policy_flags(policy.identity()))
+        if precision != "auto":
+            command += f" --precision {precision}"
         if max_time is not None:
             command += " --max-time " + shlex.quote(max_time)
         _run_all(specs, out_dir, resume=resume, fresh=fresh, strict=strict, workers=workers,

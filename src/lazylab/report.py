@@ -550,17 +550,17 @@ def reproduce_command(exp_id: str, config: dict[str, Any]) -> str:
 
 def policy_flags(policy: dict[str, Any]) -> list[str]:
     """The options that recreate an execution policy (``ExecutionPolicy.identity()``), which is
-    part of the identity ``--resume`` checks: ``--threads``, ``--allow-tf32``,
+    part of the identity ``--resume`` checks: ``--threads``, ``--precision tf32``,
     ``--memory-budget`` (GiB).
 
     >>> policy_flags({"threads": 2, "allow_tf32": True, "memory_budget": 2**30})
-    ['--threads', '2', '--allow-tf32', '--memory-budget', '1']
+    ['--threads', '2', '--precision', 'tf32', '--memory-budget', '1']
     """
     out: list[str] = []
     if policy.get("threads"):
         out += ["--threads", str(int(policy["threads"]))]
     if policy.get("allow_tf32"):
-        out.append("--allow-tf32")
+        out += ["--precision", "tf32"]
     if policy.get("memory_budget"):
         out += ["--memory-budget", f"{policy['memory_budget'] / 2**30:g}"]
     return out

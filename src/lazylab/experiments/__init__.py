@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from lazylab.experiments.base import Claim, Experiment, Results
 
 __all__ = [
@@ -24,10 +27,26 @@ PAPERS = {
 }
 
 
+#: Paper-scale estimates projected by ``bench/bench_paper_scale.py --write-estimates`` (the
+#: one-H100 model of every experiment at its paper parameters and seeds).
+PAPER_ESTIMATES = Path(__file__).with_name("paper_estimates.json")
+
+
+def _paper_estimates() -> dict[str, dict[str, float]]:
+    try:
+        return json.loads(PAPER_ESTIMATES.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def register(cls: type[Experiment]) -> type[Experiment]:
-    """Class decorator adding an experiment to the registry."""
+    """Class decorator adding an experiment to the registry. Its paper-scale estimate is the
+    benchmark's projection where one was made (:data:`PAPER_ESTIMATES`)."""
     if cls.id in REGISTRY:
         raise ValueError(f"duplicate experiment id {cls.id!r}")
+    projected = _paper_estimates().get(cls.id, {}).get("paper_h100_seconds")
+    if projected is not None:
+        cls.est_seconds = {**cls.est_seconds, "paper": max(1.0, float(projected))}
     REGISTRY[cls.id] = cls()
     return cls
 

@@ -420,6 +420,11 @@ class Experiment(ABC):
     default_seeds: ClassVar[dict[str, int]] = {"quick": 1, "paper": 1}
     #: Rough wall time in seconds per scale (2-core CPU for quick, one GPU for paper).
     est_seconds: ClassVar[dict[str, float]] = {"quick": 60.0, "paper": 3600.0}
+    #: Scales whose GEMM-bound parts run in TF32 on a GPU (``--precision auto``, the
+    #: default): ``{"paper": "tf32"}``. Unlisted scales, and every CPU run, compute in float32
+    #: as written; ``--precision fp32`` overrides the declaration, and the run records which
+    #: applied (``allow_tf32`` in config.json).
+    precision: ClassVar[dict[str, str]] = {}
     #: Claim id -> statement, shown by ``lazylab show`` before any result exists; the
     #: verdicts themselves come from :meth:`claims`.
     claim_statements: ClassVar[dict[str, str]] = {}

@@ -16,6 +16,7 @@ import json
 import math
 import types
 import typing
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lazylab.errors import InputError
@@ -171,8 +172,27 @@ def check_grid(exp: Experiment, p: Any, units: list[dict[str, Any]]) -> None:
                              f"widen the grid (`lazylab show {exp.id}` lists its parameters)")
 
 
+#: ``--precision`` values: the experiment's declaration (auto), float32, TF32 on GPU GEMMs.
+PRECISIONS = ("auto", "fp32", "tf32")
+
+
+def with_precision(policy: ExecutionPolicy, exp: Experiment, scale: str, device: torch.device,
+                   precision: str = "auto") -> ExecutionPolicy:
+    """The policy with TF32 on or off for this experiment: ``precision`` "tf32" or "fp32",
+    or for "auto" the experiment's declaration at the scale (:attr:`Experiment.precision`).
+    TF32 exists on CUDA GPUs only: elsewhere it is always off, so a CPU run's identity does
+    not depend on the option."""
+    if precision not in PRECISIONS:
+        raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}; got "
+                         f"{precision!r}")
+    if precision == "auto":  # ExecutionPolicy(allow_tf32=True) asks for TF32 too
+        precision = "tf32" if policy.allow_tf32 else exp.precision.get(scale, "fp32")
+    return replace(policy, allow_tf32=precision == "tf32" and device.type == "cuda")
+
+
 def resolve_spec(exp: Experiment, scale: str, assignments: dict[str, str], seeds: int | None,
-                 device: torch.device, policy: ExecutionPolicy | None = None) -> RunSpec:
+                 device: torch.device, policy: ExecutionPolicy | None = None,
+                 precision: str = "auto") -> RunSpec:
     """A validated :class:`RunSpec`: the scale's values, then ``assignments`` (``--set``
     strings) for the keys this experiment has, then ``exp.validate(p)``; InputError naming the
     parameter otherwise. Nothing is computed and no store is touched."""
@@ -204,6 +224,7 @@ def resolve_spec(exp: Experiment, scale: str, assignments: dict[str, str], seeds
     check_grid(exp, p, units)
     seeds = seeds or exp.default_seeds.get(scale, 1)
     check_seeds(seeds)
-    spec = RunSpec(exp, p, scale, seeds, device, policy or ExecutionPolicy())
+    policy = with_precision(policy or ExecutionPolicy(), exp, scale, device, precision)
+    spec = RunSpec(exp, p, scale, seeds, device, policy)
     _ = spec.data_fingerprints  # the files found now ($LAZYLAB_DATA, data_root), not later
     return spec

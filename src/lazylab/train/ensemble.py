@@ -41,6 +41,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad_and_value, jvp, vmap
 
+from lazylab.train.meter import loop_steps
+
 __all__ = ["GridRun", "decade_grid", "train_grid", "best_index"]
 
 
@@ -268,6 +270,7 @@ def train_grid(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, *, lrs: Seque
         return diff.square().sum(dim=1).mean()
 
     step_grad = vmap(grad_and_value(loss), in_dims=(0, None, None))
+    epochs = loop_steps(epochs)
     # The batch order: one permutation per epoch, drawn up front (shared by all groups).
     perms = [torch.randperm(n, generator=generator, device=generator.device).to(X.device)
              for _ in range(int(epochs))]

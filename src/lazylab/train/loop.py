@@ -49,6 +49,7 @@ from lazylab.models.groups import is_group_name, param_group
 from lazylab.train.batches import Batch, Batches, Sampler, steps_per_epoch
 from lazylab.train.history import History, TrainingDiverged, log_spaced_steps
 from lazylab.train.losses import LossFn, get_loss
+from lazylab.train.meter import loop_steps
 from lazylab.train.schedules import Schedule
 from lazylab.train.step import ParamGroup, SGDStep
 
@@ -296,6 +297,9 @@ def fit(model: nn.Module, *, data: Batch | None = None, sampler: Sampler | None 
             raise ValueError(f"log_steps must lie in [0, steps={steps}]; got {logs}")
     else:
         logs = log_spaced_steps(steps, log_points)
+    run = loop_steps(steps)
+    if run < steps:  # capped for measuring (lazylab.train.meter)
+        logs, steps = [s for s in logs if s <= run], run
     log_set = set(logs)
 
     loss_fn = get_loss(loss)

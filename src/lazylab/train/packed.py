@@ -46,6 +46,8 @@ from dataclasses import dataclass
 
 import torch
 
+from lazylab.train.meter import loop_steps
+
 __all__ = ["PackedQuadResult", "train_packed_quad"]
 
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -127,6 +129,7 @@ def train_packed_quad(W0: Sequence[torch.Tensor], lrs: Sequence[float], *, sampl
     dead = torch.zeros(len(W), dtype=torch.bool)
     lr_all = torch.tensor([float(v) for v in lrs], dtype=torch.float64)
     pack = _Pack(W, a, c, lr_all, list(range(len(W))))
+    steps = loop_steps(steps)
     for t in range(steps + 1):
         X, y = sampler(batch_size, generator)
         if t == steps:

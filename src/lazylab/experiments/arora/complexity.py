@@ -149,6 +149,8 @@ class _ComplexityPanel(Experiment):
     # quick measured: 9.2 s of unit compute, 13 s wall (loaded 2-core machine); paper: <= 6 x
     # 50000 GD steps on a GPU
     est_seconds = {"quick": 15.0, "paper": 3600.0}
+    #: GEMM-bound at paper scale (full-batch GD / the CNN's Taylor model): TF32 on a GPU.
+    precision = {"paper": "tf32"}
     # n_train is not an axis: Lemma 5.3 needs m >= poly(n), and at m = 2000 the bound is
     # already exceeded by 3% at n = 80 (12% at n = 128), which the lemma-5.3 claim reports.
     robustness_axes = {"width": [2000, 3000, 4000], "data_seed": [0, 1, 2],

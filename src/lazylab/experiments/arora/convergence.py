@@ -127,6 +127,8 @@ class _ConvergencePanel(Experiment):
     # paper: ~12 ms per GD step on one H100, 3 x 20000 steps, plus the float64 eigh of H_inf
     # and of 4 H(0) draws.
     est_seconds = {"quick": 30.0, "paper": 1200.0}
+    #: GEMM-bound at paper scale (full-batch GD / the CNN's Taylor model): TF32 on a GPU.
+    precision = {"paper": "tf32"}
     robustness_axes = {"n_train": [128, 192, 256], "width": [1000, 2000, 3000],
                        "data_seed": [0, 1, 2]}
     # contract-test sizes: ~5 s of CPU (6 units x 60 GD steps at m = 600, 4 H(0) draws)

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from lazylab.models.nichani.network import TaylorFeatures
+from lazylab.train.meter import loop_steps
 from lazylab.train.nichani.regularizers import R3Empirical
 
 __all__ = ["TaylorRun", "fused_for", "fused_path", "taylor_step_grad", "train_taylor"]
@@ -218,6 +219,7 @@ def train_taylor(train: TaylorFeatures, y: torch.Tensor, *, steps: int, lr: floa
     if W_init is not None:
         W = W + W_init.to(W)
     y = y.to(train.X.dtype)
+    steps = loop_steps(steps)
     logs = sorted({int(s) for s in log_steps if 0 <= int(s) <= steps})
     log_set = set(logs)
     out: dict[str, list[np.ndarray]] = {k: [] for k in

@@ -1,0 +1,285 @@
+"""Projected paper-scale cost of one experiment, from capped runs of a sample of its groups.
+
+Used by ``bench_paper_scale.py``. For an experiment at ``--scale paper`` parameters and its
+paper seed count, the runner's groups are planned (:func:`lazylab.runner.spec.plan_groups`);
+``prepare`` and ``theory`` run once, uncapped; a sample of the seed-0 groups (evenly spaced in
+plan order, the first and the last always in, since grids grow along the plan) runs with every
+training loop capped (:mod:`lazylab.train.meter`) at ``cap`` and ``2 cap`` steps, once timed
+and once under an operation and a flop counter. Each group's uncapped cost is extrapolated loop
+by loop (:func:`lazylab.train.meter.extrapolate`); the experiment's is
+
+    prepare + theory + (number of groups) x (mean over the sampled groups).
+
+Alongside the time on the device at hand, a one-H100 model: every piece (each training loop, and
+the remainder of each group) costs
+
+    max(operations x LAUNCH_SECONDS, flop / H100_FLOPS, host / HOST_SPEEDUP),
+
+a piece being bound by its kernel launches, its GPU arithmetic or its host work, whichever is
+slowest (a GPU runs asynchronously beside the host). ``host`` is the wall time here outside
+torch operations (Python, numpy, LAPACK): measured wall minus the time spent inside aten
+operations.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
+from lazylab.experiments import get_experiment
+from lazylab.runner.job import uses_prepare
+from lazylab.runner.spec import RunSpec, WorkGroup, plan_groups
+from lazylab.train.meter import StepMeter, capped, extrapolate
+
+#: float32 GEMM throughput of the lent H100 (8192^3, TF32 off), flop/s (docs/paper-scale.md).
+H100_FLOPS = 51.5e12
+#: Seconds per launched operation of eager PyTorch on the H100: a 39-operation Ghorbani SGD
+#: step took 100-300 us there, 2.5-7.7 us an operation; the middle of that range.
+LAUNCH_SECONDS = 5e-6
+#: The GPU machine's host (16 cores) against one thread here, for numpy and LAPACK work: an
+#: assumption, checked only through the measured rows (bench_paper_scale.py prints them).
+HOST_SPEEDUP = 4.0
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts aten operations dispatched (views and metadata queries included) and the wall
+    seconds spent inside them (``seconds``; synchronous on a CPU)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+        self.seconds = 0.0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.n += 1
+        t0 = time.perf_counter()
+        out = func(*args, **(kwargs or {}))
+        self.seconds += time.perf_counter() - t0
+        return out
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass
+class Cost:
+    """Wall and CPU seconds on the device at hand, aten operations, flop, wall seconds inside
+    aten operations here, the H100 model."""
+
+    wall: float = 0.0
+    cpu: float = 0.0
+    ops: float = 0.0
+    flop: float = 0.0
+    torch: float = 0.0
+    h100: float = 0.0
+
+    def __add__(self, o: Cost) -> Cost:
+        return Cost(*(a + b for a, b in zip(self.astuple(), o.astuple(), strict=True)))
+
+    def scaled(self, f: float) -> Cost:
+        return Cost(*(a * f for a in self.astuple()))
+
+    def astuple(self) -> tuple[float, ...]:
+        return (self.wall, self.cpu, self.ops, self.flop, self.torch, self.h100)
+
+
+def h100_seconds(ops: float, flop: float, host: float = 0.0) -> float:
+    return max(ops * LAUNCH_SECONDS, flop / H100_FLOPS, max(host, 0.0) / HOST_SPEEDUP)
+
+
+@dataclass
+class Projection:
+    experiment: str
+    groups: int
+    sampled: int
+    seeds: int
+    fixed: Cost
+    per_group: Cost
+    loops: int = 0
+    exact: bool = True
+    strata: int = 1
+
+    @property
+    def total(self) -> Cost:
+        return self.fixed + self.per_group.scaled(self.groups)
+
+
+class Timeout(Exception):
+    pass
+
+
+def _alarm(seconds: float):
+    def handler(signum, frame):
+        raise Timeout(f"over {seconds:.0f} s")
+    signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+
+
+def _once(fn, device: torch.device) -> Cost:
+    """Cost of an uncapped call (timed, then counted)."""
+    sync(device)
+    c0, w0 = time.process_time(), time.perf_counter()
+    fn()
+    sync(device)
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    with OpCounter() as oc, FlopCounterMode(display=False) as fc:
+        fn()
+    flop = float(fc.get_total_flops())
+    return Cost(wall, cpu, float(oc.n), flop, oc.seconds,
+                h100_seconds(oc.n, flop, wall - oc.seconds))
+
+
+def _timed_probe(device: torch.device):
+    def probe() -> tuple[float, ...]:
+        sync(device)
+        return (time.perf_counter(), time.process_time())
+    return probe
+
+
+def _measure_group(call, cap: int, tcap: int, device: torch.device
+                   ) -> tuple[Cost, int, bool]:
+    """Extrapolated uncapped cost of one group; (cost, loops seen, exact). Operations, flop
+    and time inside operations are counted at caps ``cap`` and ``2 cap`` (counts are exact);
+    wall and CPU seconds are timed at ``tcap`` and ``2 tcap`` (enough steps that the timer's
+    jitter is small against their difference)."""
+    timed = []
+    for k in (tcap, 2 * tcap):
+        with capped(k, _timed_probe(device)) as m:
+            call()
+        timed.append(m)
+        if not m.loops:  # nothing to extrapolate: one run of each kind
+            break
+    counted = []
+    for k in (cap, 2 * cap)[:len(timed)]:
+        with OpCounter() as oc, FlopCounterMode(display=False) as fc:
+            with capped(k, lambda: (float(oc.n), float(fc.get_total_flops()),
+                                    oc.seconds)) as m:
+                call()
+        counted.append(m)
+    if len(timed) == 1:
+        timed, counted = timed * 2, counted * 2
+    exact = True
+    totals = []
+    for a, b in (timed, counted):
+        tot = [e - s for e, s in zip(a.close(), a.begin, strict=True)]
+        try:
+            totals.append(extrapolate(a, b, tot))
+        except ValueError:
+            exact = False  # data-dependent loops: scale each loop of the short run linearly
+            totals.append(_linear(a, tot))
+    wall, cpu = totals[0]
+    ops, flop, inside = totals[1]
+    h100 = _h100(timed, counted) if exact else h100_seconds(ops, flop, wall - inside)
+    return Cost(wall, cpu, ops, flop, inside, h100), len(timed[0].loops), exact
+
+
+def _linear(m: StepMeter, tot: list[float]) -> list[float]:
+    out = list(tot)
+    for s in m.loops:
+        if s.run and s.requested > s.run:
+            for j in range(len(out)):
+                out[j] += (s.end[j] - s.start[j]) * (s.requested / s.run - 1)
+    return out
+
+
+def _per_step(a: StepMeter, b: StepMeter, i: int) -> list[float]:
+    """Loop i's probe readings per step, from the two caps (0 for a loop under the cap)."""
+    s, t = a.loops[i], b.loops[i]
+    if t.run == s.run:
+        return [0.0] * len(s.start)
+    d = t.run - s.run
+    return [max(((t.end[j] - t.start[j]) - (s.end[j] - s.start[j])) / d, 0.0)
+            for j in range(len(s.start))]
+
+
+def _h100(timed: list[StepMeter], counted: list[StepMeter]) -> float:
+    """The H100 model of one group: each loop's steps (launches or arithmetic per step, times
+    the steps requested), plus everything else of the short capped runs (its loop steps
+    taken out), bound by launches, arithmetic or host work (module docstring)."""
+    tw = [e - s for e, s in zip(timed[0].close(), timed[0].begin, strict=True)][0]
+    ops, flop, inside = (e - s for e, s in zip(counted[0].close(), counted[0].begin,
+                                                strict=True))
+    secs = 0.0
+    for i, seg in enumerate(counted[0].loops):
+        o, f, ins = _per_step(counted[0], counted[1], i)
+        w = _per_step(timed[0], timed[1], i)[0]
+        secs += max(o * LAUNCH_SECONDS, f / H100_FLOPS) * seg.requested
+        ops, flop, inside = ops - o * seg.run, flop - f * seg.run, inside - ins * seg.run
+        tw -= w * timed[0].loops[i].run
+    return secs + h100_seconds(max(ops, 0.0), max(flop, 0.0), tw - inside)
+
+
+def sample_indices(n: int, k: int) -> list[int]:
+    """k indices of range(n), evenly spaced, the first and the last included."""
+    if n <= k:
+        return list(range(n))
+    return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)}) if k > 1 else [n - 1]
+
+
+def stratum(g: WorkGroup) -> tuple:
+    """Groups alike in cost: a batched group's label, or for a single unit the names of its
+    key and its non-numeric values (e.g. the method), numbers (sizes) varying within."""
+    if g.label is not None:
+        return ("group", g.label)
+    key = g.units[0].key
+    return ("unit",) + tuple(sorted((k, v if isinstance(v, (str, bool)) else "#")
+                                    for k, v in key.items()))
+
+
+def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
+            limit: float, tcap: int = 20) -> Projection:
+    """The projection of one experiment (module docstring): the groups are split into strata
+    (:func:`stratum`); up to ``sample`` seed-0 groups of each, evenly spaced in plan order
+    (sizes grow along it), are measured, and a stratum costs its group count times their
+    mean. ``limit`` seconds of wall time for each uncapped piece and each sampled group
+    before giving up (Timeout)."""
+    exp = get_experiment(exp_id)
+    p = exp.resolve("paper")
+    seeds = int(exp.default_seeds.get("paper", 1))
+    groups = plan_groups(RunSpec(exp, p, "paper", seeds, device))
+    kw: dict[str, Any] = {}
+    fixed = Cost()
+    try:
+        _alarm(limit)
+        if uses_prepare(exp):
+            prep: list[Any] = []
+            fixed = _once(lambda: prep.append(exp.prepare(p, device)), device)
+            kw = {"prep": prep[-1]}
+        fixed = fixed + _once(lambda: exp.theory(p, **kw), device)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    strata: dict[tuple, list[WorkGroup]] = {}
+    for g in groups:
+        strata.setdefault(stratum(g), []).append(g)
+    total, loops, exact, sampled = Cost(), 0, True, 0
+    for members in strata.values():
+        first = [g for g in members if g.seed_index == 0] or members
+        picked = [first[i] for i in sample_indices(len(first), sample)]
+        part = Cost()
+        for g in picked:
+            try:
+                _alarm(limit)
+                c, n_loops, ok = _measure_group(_caller(exp, p, g, device, kw), cap,
+                                                tcap, device)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            part, loops, exact = part + c, loops + n_loops, exact and ok
+        total = total + part.scaled(len(members) / len(picked))
+        sampled += len(picked)
+    return Projection(exp_id, len(groups), sampled, seeds, fixed, total.scaled(1 / len(groups)),
+                      loops, exact, strata=len(strata))
+
+
+def _caller(exp, p, g: WorkGroup, device: torch.device, kw: dict[str, Any]):
+    if g.label is None:
+        (key, seed), = g.members
+        return lambda: exp.run_unit(p, key, seed, device, **kw)
+    return lambda: exp.run_group(p, g.members, g.seed, device, **kw)

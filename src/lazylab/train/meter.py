@@ -1,0 +1,117 @@
+"""Capped training loops, for measuring what a paper-scale run will cost.
+
+Every training loop of lazylab asks :func:`loop_steps` how many of its ``requested`` steps (or
+epochs) to run. Outside :func:`capped` the answer is ``requested`` and nothing is recorded.
+Inside ``with capped(k) as meter:`` each loop runs at most ``k`` steps, and ``meter.loops``
+records one :class:`Segment` per loop: the steps requested and run, and the readings of
+``meter.probe`` (e.g. wall seconds, CPU seconds, an operation or flop counter) when the loop
+started. A segment lasts until the next loop starts or :meth:`StepMeter.close`.
+
+Running a unit twice, capped at ``k`` and ``2 k``, gives each loop's cost per step as the
+difference of its segments over the difference of their steps (what a segment pays once, its
+set-up and final evaluation, cancels), and the full run's cost as
+
+    cost(k) + sum_i (requested_i - run_i(k)) * per_step_i,
+
+which :func:`extrapolate` computes (``bench/bench_paper_scale.py`` uses it for all 22
+experiments). A capped run's numbers are not results: it is for measuring only.
+
+>>> with capped(3) as m:
+...     n = loop_steps(1000)
+>>> n, m.loops[0].requested, m.loops[0].run
+(3, 1000, 3)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+__all__ = ["Segment", "StepMeter", "capped", "extrapolate", "loop_steps"]
+
+
+@dataclass
+class Segment:
+    """One training loop of a capped run: steps requested and run, probe readings at its start
+    (``start``) and at the start of whatever followed it (``end``)."""
+
+    requested: int
+    run: int
+    start: tuple[float, ...]
+    end: tuple[float, ...] = ()
+
+
+@dataclass
+class StepMeter:
+    """The loops seen inside :func:`capped` (module docstring)."""
+
+    cap: int
+    probe: Callable[[], tuple[float, ...]]
+    loops: list[Segment] = field(default_factory=list)
+    begin: tuple[float, ...] = ()
+
+    def enter(self, requested: int) -> int:
+        now = self.probe()
+        if self.loops:
+            self.loops[-1].end = now
+        run = min(int(requested), self.cap)
+        self.loops.append(Segment(int(requested), run, now))
+        return run
+
+    def close(self) -> tuple[float, ...]:
+        """Ends the last segment; returns the probe reading at the end."""
+        now = self.probe()
+        if self.loops and not self.loops[-1].end:
+            self.loops[-1].end = now
+        return now
+
+
+_METER: ContextVar[StepMeter | None] = ContextVar("lazylab_step_meter", default=None)
+
+
+def loop_steps(requested: int) -> int:
+    """The number of steps a training loop of ``requested`` steps runs: ``requested``, or at
+    most the cap inside :func:`capped` (recorded there)."""
+    meter = _METER.get()
+    return int(requested) if meter is None else meter.enter(requested)
+
+
+@contextmanager
+def capped(cap: int, probe: Callable[[], tuple[float, ...]] = lambda: ()
+           ) -> Iterator[StepMeter]:
+    """Cap every training loop inside the block at ``cap`` steps and record them."""
+    if int(cap) < 1:
+        raise ValueError(f"cap must be an integer >= 1; got {cap!r}")
+    meter = StepMeter(int(cap), probe)
+    meter.begin = probe()
+    token = _METER.set(meter)
+    try:
+        yield meter
+    finally:
+        _METER.reset(token)
+        meter.close()
+
+
+def extrapolate(short: StepMeter, long: StepMeter, total_short: Sequence[float]
+                ) -> list[float]:
+    """The uncapped cost of a run measured capped twice (module docstring).
+
+    ``short`` and ``long`` are the meters of the same run capped at k and at a larger cap;
+    ``total_short`` the probe's totals of the short run (end minus begin). Each probe
+    component is extrapolated separately. Raises ValueError when the two runs did not see
+    the same sequence of loops (a data-dependent loop count)."""
+    if [s.requested for s in short.loops] != [s.requested for s in long.loops]:
+        raise ValueError("the two capped runs saw different loops: "
+                         f"{[s.requested for s in short.loops]} vs "
+                         f"{[s.requested for s in long.loops]}")
+    out = list(total_short)
+    for a, b in zip(short.loops, long.loops, strict=True):
+        extra = a.requested - a.run
+        if extra <= 0 or b.run == a.run:
+            continue
+        for j in range(len(out)):
+            per_step = ((b.end[j] - b.start[j]) - (a.end[j] - a.start[j])) / (b.run - a.run)
+            out[j] += extra * max(per_step, 0.0)
+    return out

@@ -1,0 +1,79 @@
+"""Capped training loops (lazylab.train.meter): the cap, the records, the extrapolation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from lazylab.train import fit
+from lazylab.train.meter import capped, extrapolate, loop_steps
+from lazylab.train.packed import train_packed_quad
+
+
+class Ops(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.n += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _sampler(n: int, gen: torch.Generator):
+    X = torch.randn(n, 4, generator=gen, dtype=torch.float64)
+    return X, X[:, 0] ** 2 - 1
+
+
+def _packed(steps: int) -> None:
+    g = torch.Generator().manual_seed(0)
+    W0 = [0.1 * torch.randn(k, 4, generator=g, dtype=torch.float64) for k in (2, 3)]
+    train_packed_quad(W0, [0.01, 0.02], sampler=_sampler, steps=steps, batch_size=8,
+                      generator=torch.Generator().manual_seed(1), check_every=0)
+
+
+def test_outside_a_cap_loops_run_what_they_request():
+    assert loop_steps(12345) == 12345
+
+
+def test_cap_limits_fit_and_records_each_loop():
+    net = torch.nn.Linear(3, 1).double()
+    X = torch.randn(20, 3, dtype=torch.float64)
+    with capped(4) as m:
+        h1 = fit(net, data=(X, X[:, :1]), loss="mse", optimizer="gd", lr=0.1, steps=1000,
+                 log_steps=[0, 2, 500, 1000])
+        h2 = fit(net, data=(X, X[:, :1]), loss="mse", optimizer="gd", lr=0.1, steps=3)
+    assert [(s.requested, s.run) for s in m.loops] == [(1000, 4), (3, 3)]
+    assert h1.steps == [0, 2] and h2.steps[-1] == 3
+
+
+def test_extrapolated_operations_equal_the_uncapped_count():
+    """Per-step work is constant in the packed trainer (no periodic checks), so caps of 3 and
+    6 steps predict the operation count of 40 steps exactly."""
+    with Ops() as full:
+        _packed(40)
+    meters = []
+    for cap in (3, 6):
+        with Ops() as oc, capped(cap, lambda oc=oc: (float(oc.n),)) as m:
+            _packed(40)
+        meters.append(m)
+    short = meters[0]
+    total = [e - b for e, b in zip(short.close(), short.begin, strict=True)]
+    assert extrapolate(short, meters[1], total) == [pytest.approx(full.n, abs=0.5)]
+
+
+def test_extrapolation_refuses_runs_that_saw_other_loops():
+    with capped(2) as a:
+        loop_steps(10)
+    with capped(4) as b:
+        loop_steps(10)
+        loop_steps(10)
+    with pytest.raises(ValueError, match="different loops"):
+        extrapolate(a, b, [])
+
+
+def test_cap_must_be_positive():
+    with pytest.raises(ValueError, match="cap"):
+        with capped(0):
+            pass
