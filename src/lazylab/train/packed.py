@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lazylab.train import capture as cg
 from lazylab.train.meter import loop_steps
 
 __all__ = ["PackedQuadResult", "train_packed_quad"]
@@ -88,7 +89,7 @@ class _Pack:
         out.index_add_(0, self.seg, H * H * self.a.unsqueeze(1))
         return H, out + self.c.unsqueeze(1)
 
-    def step(self, X: torch.Tensor, y: torch.Tensor, mult: float,
+    def step(self, X: torch.Tensor, y: torch.Tensor, mult: torch.Tensor,
              train_second: bool) -> torch.Tensor:
         """One SGD step of every member on (X, y); returns the batch losses (G,) before it."""
         H, out = self.forward(X)
@@ -111,13 +112,16 @@ def train_packed_quad(W0: Sequence[torch.Tensor], lrs: Sequence[float], *, sampl
                       steps: int, batch_size: int, generator: torch.Generator,
                       schedule: Callable[[int], float] | None = None,
                       a0: Sequence[torch.Tensor] | None = None, train_second: bool = False,
-                      check_every: int = 50) -> PackedQuadResult:
+                      check_every: int = 50, capture: bool | None = None
+                      ) -> PackedQuadResult:
     """Train G quadratic networks from ``W0[j]`` (N_j, d) with step sizes ``lrs[j]`` on one
     stream of ``sampler(batch_size, generator)`` batches (module docstring).
 
     ``a0[j]`` are the second layers (default ones); ``train_second`` trains them too (else
     fixed). The offsets c_j start at 0 and are trained. ``schedule(t)`` multiplies every step
-    size at step t (None: 1).
+    size at step t (None: 1). ``capture``: replay the steps from a CUDA graph
+    (:mod:`lazylab.train.capture`; None: where the device's probe passed and the loop is
+    long, False: never, True: without consulting the probe).
     """
     if len(W0) != len(lrs) or not W0:
         raise ValueError(f"W0 and lrs must be non-empty and of one length; got {len(W0)} and "
@@ -130,18 +134,35 @@ def train_packed_quad(W0: Sequence[torch.Tensor], lrs: Sequence[float], *, sampl
     lr_all = torch.tensor([float(v) for v in lrs], dtype=torch.float64)
     pack = _Pack(W, a, c, lr_all, list(range(len(W))))
     steps = loop_steps(steps)
-    for t in range(steps + 1):
+    device = pack.W.device
+    graphs = (capture if capture is not None
+              else steps >= cg.MIN_STEPS and cg.enabled(device))
+    mult = torch.ones((), dtype=pack.W.dtype, device=device)
+    replay = None
+
+    def one_step() -> torch.Tensor:
         X, y = sampler(batch_size, generator)
+        return pack.step(X, y, mult, train_second)
+
+    for t in range(steps + 1):
         if t == steps:
+            X, y = sampler(batch_size, generator)
             with torch.no_grad():
                 _, out = pack.forward(X)
                 final = ((out - y.unsqueeze(0)) ** 2).mean(1)
             break
-        loss = pack.step(X, y, schedule(t) if schedule is not None else 1.0, train_second)
+        if schedule is not None:
+            mult.fill_(schedule(t))
+        if graphs and replay is None and t >= cg.WARMUP and steps - t >= cg.MIN_STEPS // 2:
+            try:
+                replay = cg.capture(one_step, device, (generator,))
+            except Exception:  # noqa: BLE001 - a step that cannot be captured runs eagerly
+                graphs = False
+        loss = replay() if replay is not None else one_step()
         if check_every and t % check_every == 0:
             bad = ~torch.isfinite(loss).cpu()
             if bool(bad.any()):
-                pack = _drop(pack, bad, W, a, c, dead, lr_all)
+                pack, replay = _drop(pack, bad, W, a, c, dead, lr_all), None
                 if not pack.ids:
                     return _result(W, a, c, torch.full((len(W),), float("nan")), dead)
     final_all = torch.full((len(W),), float("nan"), dtype=torch.float64)
