@@ -2,13 +2,16 @@
 
 Used by ``bench_paper_scale.py``. For an experiment at ``--scale paper`` parameters and its
 paper seed count, the runner's groups are planned (:func:`lazylab.runner.spec.plan_groups`);
-``prepare`` and ``theory`` run once, uncapped; a sample of the seed-0 groups (evenly spaced in
-plan order, the first and the last always in, since grids grow along the plan) runs with every
-training loop capped (:mod:`lazylab.train.meter`) at ``cap`` and ``2 cap`` steps, once timed
-and once under an operation and a flop counter. Each group's uncapped cost is extrapolated loop
-by loop (:func:`lazylab.train.meter.extrapolate`); the experiment's is
+``prepare`` and ``theory`` run once, uncapped. The groups are split into strata of groups
+alike (a batched group's label; for single units the method and other non-numeric keys), and
+in each a few seed-0 groups, evenly spaced in size (the numeric key of widest range, e.g. N),
+run with every training loop capped (:mod:`lazylab.train.meter`) at ``cap`` and ``2 cap``
+steps under an operation and a flop counter, and timed at ``tcap`` and ``2 tcap`` steps. Each
+group's uncapped cost is extrapolated loop by loop (:func:`lazylab.train.meter.extrapolate`);
+every group of a stratum then costs the log-log interpolation of the measured ones at its
+size, and the experiment
 
-    prepare + theory + (number of groups) x (mean over the sampled groups).
+    prepare + theory + sum over the groups.
 
 Alongside the time on the device at hand, a one-H100 model: every piece (each training loop, and
 the remainder of each group) costs
@@ -23,6 +26,7 @@ operations.
 
 from __future__ import annotations
 
+import math
 import signal
 import time
 from dataclasses import dataclass
@@ -237,10 +241,12 @@ def stratum(g: WorkGroup) -> tuple:
 def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
             limit: float, tcap: int = 20) -> Projection:
     """The projection of one experiment (module docstring): the groups are split into strata
-    (:func:`stratum`); up to ``sample`` seed-0 groups of each, evenly spaced in plan order
-    (sizes grow along it), are measured, and a stratum costs its group count times their
-    mean. ``limit`` seconds of wall time for each uncapped piece and each sampled group
-    before giving up (Timeout)."""
+    (:func:`stratum`); up to ``sample`` seed-0 groups of each, evenly spaced in size
+    (:func:`size_key`, smallest first), are measured, and each group of the stratum costs the
+    log-log interpolation of those at its size (:func:`interpolate`). ``limit`` seconds of
+    wall time for each uncapped piece and each sampled group: a group over it ends the
+    stratum's sampling (its larger groups follow the fit of the smaller ones), or, before two
+    sizes are measured, the projection (Timeout)."""
     exp = get_experiment(exp_id)
     p = exp.resolve("paper")
     seeds = int(exp.default_seeds.get("paper", 1))
@@ -261,21 +267,59 @@ def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
         strata.setdefault(stratum(g), []).append(g)
     total, loops, exact, sampled = Cost(), 0, True, 0
     for members in strata.values():
-        first = [g for g in members if g.seed_index == 0] or members
-        picked = [first[i] for i in sample_indices(len(first), sample)]
-        part = Cost()
-        for g in picked:
+        size = size_key(members)
+        first = sorted([g for g in members if g.seed_index == 0] or members, key=size)
+        points: list[tuple[float, Cost]] = []
+        for i in sample_indices(len(first), sample):
             try:
                 _alarm(limit)
-                c, n_loops, ok = _measure_group(_caller(exp, p, g, device, kw), cap,
+                c, n_loops, ok = _measure_group(_caller(exp, p, first[i], device, kw), cap,
                                                 tcap, device)
+            except Timeout:
+                if len({x for x, _ in points}) < 2:
+                    raise
+                exact = False  # the larger groups of this stratum: the fitted power law
+                break
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
-            part, loops, exact = part + c, loops + n_loops, exact and ok
-        total = total + part.scaled(len(members) / len(picked))
-        sampled += len(picked)
+            points.append((size(first[i]), c))
+            loops, exact = loops + n_loops, exact and ok
+        total = total + sum((interpolate(points, size(g)) for g in members), Cost())
+        sampled += len(points)
     return Projection(exp_id, len(groups), sampled, seeds, fixed, total.scaled(1 / len(groups)),
                       loops, exact, strata=len(strata))
+
+
+def size_key(members: list[WorkGroup]):
+    """A group's size within its stratum: the numeric key (positive values) spanning the
+    widest log range (e.g. the width N, not the repetition index); 1 where none varies."""
+    best, span = None, 0.0
+    for k in members[0].units[0].key:
+        vals = [g.units[0].key.get(k) for g in members]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+               for v in vals):
+            r = math.log(max(vals) / min(vals))
+            if r > span:
+                best, span = k, r
+    return lambda g: float(g.units[0].key[best]) if best else 1.0
+
+
+def interpolate(points: list[tuple[float, Cost]], x: float) -> Cost:
+    """Each component's cost at size x, piecewise linear in log-log through the measured
+    points (x ascending), the end segments extended; a constant from one point."""
+    pts = sorted(points, key=lambda t: t[0])
+    if len(pts) == 1 or pts[0][0] == pts[-1][0]:
+        return pts[0][1] if len(pts) == 1 else pts[-1][1]
+    k = 1
+    while k < len(pts) - 1 and x > pts[k][0]:
+        k += 1
+    (x0, c0), (x1, c1) = pts[k - 1], pts[k]
+    t = math.log(x / x0) / math.log(x1 / x0) if x1 != x0 else 0.0
+    vals = []
+    for a, b in zip(c0.astuple(), c1.astuple(), strict=True):
+        la, lb = math.log(max(a, 1e-12)), math.log(max(b, 1e-12))
+        vals.append(math.exp(la + t * (lb - la)))
+    return Cost(*vals)
 
 
 def _caller(exp, p, g: WorkGroup, device: torch.device, kw: dict[str, Any]):

@@ -27,7 +27,9 @@ from lazylab.errors import (
     StoreFault,
     UnitFailed,
 )
+from lazylab.runner import gpu_share
 from lazylab.runner.backends import check_backend, execute
+from lazylab.runner.cost import estimate
 from lazylab.runner.job import Clock, uses_prepare
 from lazylab.runner.lock import RunLock
 from lazylab.runner.spec import RunSpec, WorkUnit, plan_groups, plan_units
@@ -191,17 +193,18 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
             progress.started(spec, n_missing, len(plan))
         try:
             spec.policy.apply()
-            prep = _prepare(spec)
-            for unit, rows, secs in execute(spec, pending, workers=workers, backend=backend,
-                                            address=address, prep=prep,
-                                            clock=_clock(spec, deadline, len(plan))):
-                if (unit.key_json, unit.seed_index) in stored:
-                    continue  # a member of a recomputed group that the store already holds
-                store.put_unit(exp.id, spec.config_hash, unit.key_json, unit.seed_index, rows,
-                               seconds=secs)
-                out.computed += 1
-                if progress is not None:
-                    progress.unit_done(spec, unit)
+            with gpu_share.for_run(spec.device, estimate(spec).peak_bytes, workers):
+                prep = _prepare(spec)
+                for unit, rows, secs in execute(spec, pending, workers=workers,
+                                                backend=backend, address=address, prep=prep,
+                                                clock=_clock(spec, deadline, len(plan))):
+                    if (unit.key_json, unit.seed_index) in stored:
+                        continue  # a member of a recomputed group that the store holds
+                    store.put_unit(exp.id, spec.config_hash, unit.key_json, unit.seed_index,
+                                   rows, seconds=secs)
+                    out.computed += 1
+                    if progress is not None:
+                        progress.unit_done(spec, unit)
         except LazylabError:
             save("failed")
             raise
