@@ -2,16 +2,19 @@
 
 Each page lists the paper's experiments (id, figure, what it shows, estimated times), the
 module docstring that states the protocol and what differs from the paper (rendered by
-mkdocstrings), and every claim's statement at quick scale. Nothing generated is committed, so
-the pages cannot drift from the code.
+mkdocstrings), every claim's statement at quick scale, and a link to the experiment's
+``docs/protocols/ID.md`` page where one records how its quick protocol was chosen. Nothing
+generated is committed, so the pages cannot drift from the code.
 """
 
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 from mkdocs.structure.files import File
 
+DOCS = Path(__file__).resolve().parent / "docs"
 PAGES = {"arora": "papers/arora.md", "ghorbani": "papers/ghorbani.md",
          "bailee": "papers/bailee.md", "nichani": "papers/nichani.md",
          "allenzhu": "papers/allenzhu.md"}
@@ -46,6 +49,9 @@ def _page(key: str) -> str:
                   f"::: {inspect.getmodule(type(e)).__name__}",
                   "    options:", "      members: false", "      show_root_heading: false",
                   ""]
+        if (DOCS / "protocols" / f"{e.id}.md").is_file():
+            lines += [f"How the quick protocol was chosen (the measurements behind it): "
+                      f"[protocols/{e.id}.md](../protocols/{e.id}.md).", ""]
     return "\n".join(lines)
 
 

@@ -1,6 +1,6 @@
 """Outputs of a run: results.csv, claims.json, figures, and the report over an output directory.
 
-Layout of an output directory ``DIR`` (the output contract of PRODUCT.md)::
+Layout of an output directory ``DIR`` (the output contract every command keeps)::
 
     DIR/lazylab.sqlite            finished work units (lazylab.store)
     DIR/report.md, report.html    every experiment in DIR: figure, claims table, parameters

@@ -1,5 +1,5 @@
-"""Robustness of every claim (lazylab issue 13): re-check an experiment's claims across
-settings and seeds, and report where each one holds.
+"""Robustness of every claim: re-check an experiment's claims across settings and seeds, and
+report where each one holds (measured for every experiment in the docs page robustness.md).
 
 A *setting* is the experiment's parameters with some keys changed. By default the settings are
 one-at-a-time variations along the experiment's declared ``robustness_axes``: the scale's own
@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 __all__ = ["BUDGET_SECONDS", "Setting", "default_replicates", "plan_settings", "replicate_claims",
            "summarize", "write_outputs"]
 
-#: Default robustness runs of one experiment aim at this wall time (issue 13: 15 minutes).
+#: Default robustness runs of one experiment aim at this wall time: a 15-minute budget, within
+#: which the seed rule fits as many seeds per setting as the experiment's estimate allows.
 BUDGET_SECONDS = 900.0
 #: Default number of seeds (replicates) per setting, before the budget cut.
 DEFAULT_REPLICATES = 5

@@ -1,5 +1,6 @@
 """Projections P_{<=k} of a target onto spherical harmonics of degree <= k on S^{d-1}(sqrt d)
-(Nichani, Bai & Lee 2022, Secs. 1.1 and 4; App. A as rebuilt in spec Sec. 2.7).
+(Nichani, Bai & Lee 2022, Secs. 1.1 and 4; their App. A, which the paper cites but does not
+print, reconstructed from Ghorbani et al. 2021 and Montanari & Zhong 2020).
 
 With mu uniform on S^{d-1}(sqrt d), L^2(mu) = sum_l V_l (degree-l harmonics, dim B(d, l)) and
 P_l the orthogonal projector on V_l. By the addition formula its reproducing kernel is

@@ -3,7 +3,8 @@
 * Probabilists' Hermite polynomials He_k, orthogonal under N(0, 1):
   E[He_j(G) He_k(G)] = k! delta_jk.
 * Normalised Gegenbauer polynomials Q_l^{(d)} on [-d, d], orthogonal for x uniform on the
-  sphere S^{d-1}(sqrt d) (Nichani et al. 2022, spec Sec. 2.7; Ghorbani et al. 2021):
+  sphere S^{d-1}(sqrt d) (the conventions of Ghorbani et al. 2021 that Nichani et al. 2022,
+  App. A, use):
 
       Q_l(t) = C_l^{((d-2)/2)}(t/d) / C_l^{((d-2)/2)}(1),   so Q_l(d) = 1,
       E_x[Q_l(x.y) Q_j(x.y')] = delta_lj Q_l(y.y') / B(d, l)   for |y| = |y'| = sqrt(d),
@@ -76,7 +77,7 @@ def dim_poly_leq(d: int, k: int) -> int:
 def gegenbauer_q(l: int, d: int, t: ArrayT) -> ArrayT:
     """Q_l^{(d)}(t), the Gegenbauer polynomial normalised so that Q_l(d) = 1, for t in [-d, d].
 
-    Three-term recurrence in s = t/d (Nichani et al. 2022, spec Sec. 2.7):
+    Three-term recurrence in s = t/d (the standard one for Gegenbauer polynomials):
     Q_0 = 1, Q_1 = s, Q_{j+1} = [(2j + d - 2) s Q_j - j Q_{j-1}] / (j + d - 2).
     For d = 3 this is the Legendre polynomial P_l(t/3).
     """

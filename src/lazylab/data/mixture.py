@@ -7,7 +7,7 @@ with ||Delta||_op = Theta(1/sqrt(d)) (assumption M2).  The paper's Fig. 2 uses S
 Delta = diag(v_j / sqrt(d)), v_j uniform on {1, 1.5, 2}.  Class +1 has the smaller variance
 along the positive directions of Delta.
 
-Exact risk of a quadratic predictor f(x) = c + x^T M x (spec Sec. 2.6; E y^2 = 1 = R0).  With
+Exact risk of a quadratic predictor f(x) = c + x^T M x (Sec. 3; E y^2 = 1 = R0).  With
 C_s = Sigma - s Delta,
     E[(s - c - x^T M x)^2 | y = s] = (s - c - Tr(M C_s))^2 + 2 Tr(M C_s M C_s),
 and averaging over s = +-1 gives
@@ -80,7 +80,8 @@ def diag_delta(d: int, seed: int, *, values=(1.0, 1.5, 2.0)) -> np.ndarray:
 def mmse_asymptotic(m: float) -> float:
     """MMSE_inf(m) = 1 - E tanh(Z), Z ~ N(m/2, m/2), by Gauss-Hermite quadrature.
 
-    m = ||Delta~||_F^2 is the whitened signal strength (spec Sec. 2.6, Gaussian-LLR limit).
+    m = ||Delta~||_F^2 is the whitened signal strength (Gaussian-LLR limit; the paper does not
+    say how it computed the Bayes error of Fig. 2).
     """
     m = float(m)
     if not math.isfinite(m) or m < 0:

@@ -98,8 +98,8 @@ def arora_example(name: str, beta: Sequence[float] | torch.Tensor, alpha: float 
 def xor2(i: int = 0, j: int = 1) -> Parity:
     """Bai & Lee 2020's 2-XOR: y = x_i x_j on x ~ Unif{+-1}^d (0-based, default x_1 x_2).
 
-    The paper's Wei et al. (2019) training distribution is not described; the spec's reading is
-    the uniform cube with d - 2 noise coordinates (spec Sec. 8, item 18). Add label noise with
+    The paper (Sec. 5.2) takes its training distribution from Wei et al. (2019) without
+    describing it; we read it as the uniform cube with d - 2 noise coordinates. Add label noise with
     :func:`lazylab.data.labels.flip_labels`.
     """
     return Parity([i, j])
@@ -108,7 +108,8 @@ def xor2(i: int = 0, j: int = 1) -> Parity:
 # ----------------------------------------------------------------------------- Nichani et al.
 
 def dense_quadratic(d: int, *, generator: torch.Generator, inputs: str = "sphere") -> QuadraticForm:
-    """A random centred quadratic with unit variance (Nichani et al. 2022, spec Sec. 4.2):
+    """A random centred quadratic with unit variance, a dense f_2 of Nichani et al. 2022's
+    Assumption 1 (Sec. 2.1):
 
         f_2(x) = (x^T A x - tr A) / s,   A = (G + G^T)/2,  G_ij ~ N(0, 1),
 
@@ -134,8 +135,8 @@ class DenseHarmonic(Target):
 
     with c = (g^T K g)^{-1/2}, K_jj' = Q_l(d u_j . u_j'), because E[Q_l(x.y) Q_l(x.y')] =
     Q_l(y.y')/B(d,l) for y = sqrt(d) u_j, y' = sqrt(d) u_j'. M defaults to B(d, l) directions,
-    enough to span the degree-l space. (The spec's K carries an extra factor B(d, l), which
-    double counts the sqrt(B) normalisation.) Use :meth:`draw` to sample one.
+    enough to span the degree-l space. (An extra factor B(d, l) in K would double count the
+    sqrt(B) normalisation.) Use :meth:`draw` to sample one.
     """
 
     U: torch.Tensor

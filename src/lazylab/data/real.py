@@ -16,7 +16,8 @@
 Protocol of Arora et al. 2019 (App. A): keep two classes, the first -> +1 and the second -> -1
 (default: the first two classes, 0 and 1); subsample n_train / n_test points uniformly at random
 (with ``seed``); flatten, scale pixels to [0, 1], optionally subtract the training mean
-(``center=True``; their spec Sec. 8 item 2 argues the authors likely centred), then scale every
+(``center=True``: App. A does not say, but without centring the paper's eta = 1e-3 would make GD
+diverge at n = 10^4, so the authors likely centred), then scale every
 example to unit l2 norm (``normalize="unit"``).
 
 Folders searched, first match wins: ``root`` and ``root/<name-folder>``, ``$LAZYLAB_DATA`` and

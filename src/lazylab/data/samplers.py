@@ -132,9 +132,9 @@ def anisotropic_sphere(n: int, d: int, *, kappa: float, radius: float = 1.0,
 
     With ``rotate=True`` Lambda is replaced by O Lambda O^T for a Haar-random rotation O drawn
     from the same generator. ``kappa`` is the condition number of Cov(g): ``kappa=1`` is the
-    uniform sphere, large ``kappa`` concentrates x near +-radius * e_1. This is the sampler
-    Bai & Lee 2020 (spec Sec. 4, item 3) add to interpolate between isotropic data
-    (M_{x,op} ~ 1/sqrt(d)) and degenerate data (M_{x,op} -> 1) in their Theorem 6.
+    uniform sphere, large ``kappa`` concentrates x near +-radius * e_1. It meets the
+    condition-number hypothesis of Bai & Lee 2020's Theorem 6 (Sec. 5.1) and interpolates
+    between isotropic data (M_{x,op} ~ 1/sqrt(d)) and degenerate data (M_{x,op} -> 1).
     """
     _check_size(n, d)
     _check_radius(radius)
@@ -157,7 +157,7 @@ def projection_law(n: int, d: int, *, generator: torch.Generator, device: Device
     """z = u . x for a fixed unit u and x ~ Unif(S^{d-1}(sqrt d)): the law tau_d.
 
     Density Gamma(d/2) / (sqrt(pi d) Gamma((d-1)/2)) (1 - z^2/d)^{(d-3)/2} on [-sqrt d, sqrt d]
-    (Nichani et al. 2022, spec Sec. 2.1); tau_d -> N(0, 1) as d grows. Drawn as
+    (the inputs of Nichani et al. 2022, Sec. 2.1); tau_d -> N(0, 1) as d grows. Drawn as
     z = sqrt(d) (2B - 1) with B ~ Beta((d-1)/2, (d-1)/2), needing d >= 2. torch's Beta takes no
     generator, so a numpy Generator is seeded from ``generator`` (still fully determined by it).
     """

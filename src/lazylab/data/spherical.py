@@ -1,6 +1,6 @@
 """Harmonic analysis on the sphere S^{d-1}(sqrt d): the law tau_d, Gegenbauer coefficients,
-degree-l projections of ridge functions (Nichani, Bai & Lee 2022, App. A as rebuilt in spec
-Sec. 2.7; Ghorbani et al. 2021; Montanari & Zhong 2020).
+degree-l projections of ridge functions (Nichani, Bai & Lee 2022, App. A, which the paper
+cites but does not print, reconstructed from Ghorbani et al. 2021 and Montanari & Zhong 2020).
 
 For x ~ Unif(S^{d-1}(sqrt d)) and a unit vector w, z = w.x has the law tau_d with density
 

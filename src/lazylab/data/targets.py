@@ -252,7 +252,7 @@ class Gegenbauer(_Directional):
     E[f^2] = alpha^2 B(d,k) Q_k(d)/B(d,k) = alpha^2, and terms of different degree are orthogonal.
     Example: Q_2(t) = ((t/sqrt d)^2 - 1)/(d - 1) and B(d, 2) = (d+2)(d-1)/2, so k = 2 gives
     f(x) = alpha ((u.x)^2 - 1) / sqrt(2(d-1)/(d+2)); indeed Var((u.x)^2) = 2(d-1)/(d+2) on the
-    sphere (Nichani et al. 2022, spec Sec. 2.7; the spec's "2d/(d+2)" drops the -1).
+    sphere (not 2d/(d+2), which drops the -1).
     """
 
     k: int = 1

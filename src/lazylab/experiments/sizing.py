@@ -1,4 +1,4 @@
-"""Cost models scaled from an experiment's sizes (the runner's cost guard, lazylab issue 12).
+"""Cost models scaled from an experiment's sizes (the runner's cost guard).
 
 The unit-count rule (:meth:`Experiment.unit_count_seconds`) scales ``est_seconds`` by the number
 of work units only, so ``--set steps=1000000`` or ``--set m=1000000`` (accepted values) would be

@@ -2,8 +2,8 @@
 and the Fig. 4 two-layer net with a fixed +-1/sqrt(m) output layer.
 
 * :class:`MLP2`: out(x) = A sigma(W x + b) (2layer).
-* :class:`MLP3`: out(x) = A sigma(U sigma(W x + b1) + b2) (3layer; the natural reading of the
-  unspecified architecture, spec Sec. 8 item 5).
+* :class:`MLP3`: out(x) = A sigma(U sigma(W x + b1) + b2) (3layer; the paper does not specify
+  the architecture, and this is its natural reading: the ResNet of Eq. 2.1 without the skip).
 * :class:`SignOutputNet`: F(W; x) = a^T sigma(W x), a in {+-1/sqrt(m)}^m with exactly m/2 of each
   sign, no bias, only W trained (Sec. 8.2).
 

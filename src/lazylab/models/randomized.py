@@ -15,7 +15,7 @@ Because the law is a finite set of atoms, every moment over z is an exact finite
   on every neuron, D = W (their notation) trainable. Odd Taylor terms have E[z^j] = 0 and
   vanish in expectation; even ones are unchanged (z^2 = 1), so
   E_Sigma f(W0 + W Sigma) = f^(0) + f^(2)(W) + f^(4)(W) + ... = s_m sum_r a_r [sigma(w0_r.x
-  + w_r.x) + sigma(w0_r.x - w_r.x)] / 2 (spec Sec. 2.5, exact per-neuron moments).
+  + w_r.x) + sigma(w0_r.x - w_r.x)] / 2 (exact: the signs are independent across neurons).
 - :class:`HigherOrderRandomizedNet` (Bai & Lee 2020, Sec. 6.1): a symmetric-init net of m/2
   pairs (r, r + m/2); both members of pair r move along one trainable w*_r, scaled by
   z_{+,r} ~ P+ and z_{-,r} ~ P-, laws whose first k-1 moments agree and whose k-th moments
@@ -71,7 +71,8 @@ class MomentMatchedPair:
 
 
 def moment_matched_pair(k: int) -> MomentMatchedPair:
-    """The finite-difference construction of (z+, z-) for order k >= 1 (spec Sec. 2.7, [ADDED]).
+    """The finite-difference construction of (z+, z-) for order k >= 1 (ours: Bai & Lee 2020,
+    Sec. 6.1, state only the moment conditions).
 
     With h = (2^{k-1}/k!)^{1/k} and nodes t_i = (i - k/2) h, i = 0..k,
     P+ = sum_{k-i even} C(k,i)/2^{k-1} delta_{t_i} and
@@ -190,7 +191,7 @@ class _RandomizedTwoLayer(nn.Module):
         return self.base.scale**2 * (var @ self.base.a**2)
 
     def expected_squared_error(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Exact E_z (y - f)^2 = (y - E f)^2 + Var f per sample (spec Sec. 3.3)."""
+        """Exact E_z (y - f)^2 = (y - E f)^2 + Var f per sample."""
         return (y - self.expectation(X)) ** 2 + self.variance(X)
 
     def moments(self, j: int) -> torch.Tensor:
@@ -265,7 +266,7 @@ class HigherOrderRandomizedNet(_RandomizedTwoLayer):
 
     Pair r = (r, r + m/2) moves as (w0_r + z_{+,r} w*_r, w0_r + z_{-,r} w*_r), z_{+-} from
     :func:`moment_matched_pair(k)`; W* (m/2, d) is trainable. Use ||w*_r|| ~ m^{-1/(2k)} to make
-    f^(k) = Theta(1) while f^(1..k-1) = O(m^{-j/(2k)}) (spec claim C15). ``forward(X, z)``
+    f^(k) = Theta(1) while f^(1..k-1) = O(m^{-j/(2k)}) (Sec. 6.1). ``forward(X, z)``
     takes z = (z_+, z_-) concatenated, shape (m,).
 
     Parameters

@@ -10,7 +10,8 @@ Bottleneck form (Sec. 6, U = V A, "works well empirically"), V in R^{m x k}:
 
 so out = out1 + A sigma(V (out1, 1)) with the *same* A inside and outside when ``tied=True``
 (A_in = A). With ``tied=False`` the inner A_in is a frozen buffer (a copy of A at init): only
-then is training A alone ("last", the conjugate kernel) a linear model (spec Sec. 8, item 3).
+then is training A alone ("last", the conjugate kernel of Sec. 8.1) a linear model: with the
+A of Sec. 6 tied inside and outside, the paper's "(last)" learner would be nonlinear in A.
 
 Initialization (Sec. 8.1): every entry of A, V (or U), W and the biases i.i.d. N(0, 1/m)
 (``init="normal"``), or std 1/(sqrt(fan_in) + sqrt(fan_out)) (footnote 15, ``init="fan"``).
@@ -111,7 +112,7 @@ class ResNet3(nn.Module):
 
     @torch.no_grad()
     def manual_grads(self, X: torch.Tensor, Y: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Hand-derived gradients of Obj = 1/2 sum_n ||y_n - out(x_n)||^2 (spec Sec. 2.1 [ADDED]).
+        """Hand-derived gradients of Obj = 1/2 sum_n ||y_n - out(x_n)||^2 (Eq. 6.1).
 
         With z1 = W x + b1, h1 = sigma(z1), o1 = A_in h1, z2 = V o1 + b2, h2 = sigma(z2),
         e = out - y:  dV = (1[z2>=0] * A^T e) o1^T;  g_o1 = e [tied] + V^T (1[z2>=0] * A^T e);

@@ -29,7 +29,7 @@ from lazylab.errors import (
 )
 from lazylab.runner import gpu_share
 from lazylab.runner.backends import check_backend, execute
-from lazylab.runner.cost import estimate
+from lazylab.runner.cost import device_bytes
 from lazylab.runner.job import Clock, uses_prepare
 from lazylab.runner.lock import RunLock
 from lazylab.runner.spec import RunSpec, WorkUnit, plan_groups, plan_units
@@ -193,7 +193,7 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
             progress.started(spec, n_missing, len(plan))
         try:
             spec.policy.apply()
-            with gpu_share.for_run(spec.device, estimate(spec).peak_bytes, workers):
+            with gpu_share.for_run(spec.device, device_bytes(spec), workers):
                 prep = _prepare(spec)
                 for unit, rows, secs in execute(spec, pending, workers=workers,
                                                 backend=backend, address=address, prep=prep,

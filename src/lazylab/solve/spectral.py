@@ -79,9 +79,9 @@ def _labels(y: torch.Tensor, n: int) -> torch.Tensor:
 class GramSolver:
     """Solves with a symmetric positive definite H by one Cholesky factorization H = L L^T.
 
-    ``quad(y)`` = y^T H^-1 y = ||L^-1 y||^2 (never an explicit inverse, spec Sec. 7.1), the
-    squared RKHS norm of the labels that drives Theorem 5.1 and Sec. 6. No ridge is added: a
-    silent ridge would change the measure (spec Sec. 8, item 18).
+    ``quad(y)`` = y^T H^-1 y = ||L^-1 y||^2 (never an explicit inverse), the squared RKHS norm
+    of the labels that drives Theorem 5.1 and Sec. 6 of Arora et al. (2019). No ridge is added:
+    a silent ridge would change the measure.
 
     Raises
     ------
@@ -124,7 +124,7 @@ class GramSolver:
 
     def trace_inverse(self) -> float:
         """tr(H^-1) = ||L^-1||_F^2: E[y^T H^-1 y] for i.i.d. uniform +-1 labels independent of
-        X, which is >= n^2 / tr(H) = 2n for H_inf (AM-HM; spec C5)."""
+        X, which is >= n^2 / tr(H) = 2n for H_inf (AM-HM)."""
         eye = torch.eye(self.n, dtype=torch.float64, device=self.L.device)
         return float(torch.linalg.solve_triangular(self.L, eye, upper=False).square().sum())
 

@@ -289,8 +289,8 @@ def lemma_c3_bound(n: int, width: int, delta: float = 0.1) -> float:
     """Lemma C.3: ||H(0) - H_inf||_F <= n sqrt(log(2 n^2 / delta) / (2m)) with probability
     1 - delta (Hoeffding on each entry, a mean of m terms in [0, 1], and a union bound).
 
-    The entries x_i.x_j 1 1 lie in [-1, 1] when inner products can be negative (spec Sec. 8,
-    item 12), which doubles the range; the paper's [0, 1] constant is kept here.
+    The entries x_i.x_j 1 1 lie in [-1, 1] when inner products can be negative (the proof of
+    Lemma C.3 says [0, 1]), which doubles the range; the paper's [0, 1] constant is kept here.
     """
     if not (n >= 1 and width >= 1 and 0 < delta < 1):
         raise ValueError(f"need n >= 1, width >= 1 and delta in (0, 1); got n={n!r}, "
@@ -301,7 +301,8 @@ def lemma_c3_bound(n: int, width: int, delta: float = 0.1) -> float:
 def worst_case_labels(spectrum: Spectrum, norm: float | None = None) -> torch.Tensor:
     """Fig. 1's worst-case labels: the eigenvector v_n of lambda_min(H_inf), scaled to
     ||y|| = sqrt(n) (default, the norm of +-1 labels, so loss curves start at the same Phi(0) =
-    n/2; spec Sec. 8, item 4) or to ``norm``. Sign: the largest-magnitude entry is positive."""
+    n/2; the paper says only "normalized eigenvector") or to ``norm``. Sign: the
+    largest-magnitude entry is positive."""
     v = spectrum.eigenvectors[:, -1].clone()
     if float(v[int(v.abs().argmax())]) < 0:
         v.neg_()
@@ -327,8 +328,8 @@ def alignment_share(spectrum: Spectrum | None = None, y: torch.Tensor | None = N
 
 def default_learning_rate(spectrum: Spectrum) -> float:
     """eta = 1 / lambda_max(H_inf): the largest step for which every mode of the linear dynamics
-    decays monotonically (0 < eta lambda_i <= 1); GD diverges beyond 2 / lambda_max (spec
-    Sec. 8, item 2)."""
+    decays monotonically (0 < eta lambda_i <= 1); GD diverges beyond 2 / lambda_max (so the
+    paper's eta = 1e-3 of App. A diverges on uncentred images at n = 10^4)."""
     return 1.0 / spectrum.lambda_max
 
 
@@ -338,7 +339,7 @@ def random_label_moments(L: torch.Tensor) -> tuple[float, float]:
 
         E q = tr(H^-1),   Var q = 2 sum_{i != j} (H^-1)_ij^2 = 2 (||H^-1||_F^2 - sum_i (H^-1)_ii^2),
 
-    (E y_i y_j y_k y_l is 1 on paired indices only; spec C5: E q >= n^2 / tr(H) = 2n).
+    (E y_i y_j y_k y_l is 1 on paired indices only; by AM-HM, E q >= n^2 / tr(H) = 2n).
     """
     n = L.shape[0]
     eye = torch.eye(n, dtype=torch.float64, device=L.device)

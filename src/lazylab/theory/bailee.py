@@ -1,22 +1,23 @@
-"""Closed-form predictions of Bai & Lee (2020), "Beyond Linearization" (spec bai-lee-2020.md).
+"""Closed-form predictions of Bai & Lee (2020), "Beyond Linearization" (ICLR 2020).
 
 Setting: f(x) = m^{-1/2} sum_r a_r sigma(w_r . x), symmetric init (Eq. (3)), w0_r ~ N(0, B_x^-2
 I), ||x|| = B_x, so g = w0 . x ~ N(0, 1). Gaussian integration by parts gives
 E[sigma^(k)(g)] = E[sigma(g) He_k(g)] = lambda_k, the Hermite coefficient of sigma (also for
 relu^3/6, whose 4th derivative is a Dirac mass: lambda_4 = phi(0) = 1/sqrt(2 pi)).
 
-* Coupling (Sec. 3, spec C4), coherent W = m^{-1/4} v on the a = +1 half, t = v . x:
+* Coupling (Sec. 3), coherent W = m^{-1/4} v on the a = +1 half, t = v . x:
   |f^L_W| ~ m^{1/4} |lambda_1| |t| / 2,   |f^Q_W| -> |lambda_2| t^2 / 4,
   std_Sigma f ~ m^{-1/4} sqrt(E sigma'(g)^2 / 2) |t|,
   |E_Sigma f - f^Q| ~ m^{-1/2} |lambda_4| t^4 / 48,
-  i.e. log-log slopes +1/4, 0, -1/4, -1/2 (:data:`COUPLING_SLOPES`). [ADDED derivations: law of
-  large numbers over the m/2 moved neurons; the even Taylor terms of E_Sigma f start at f^(4).]
-* Order-k randomization (Sec. 6, spec C15), w*_r = M^{-1/(2k)} v on M pairs, library prefactor
+  i.e. log-log slopes +1/4, 0, -1/4, -1/2 (:data:`COUPLING_SLOPES`). (The coefficients are our
+  derivation, not the paper's: law of large numbers over the m/2 moved neurons; the even Taylor
+  terms of E_Sigma f start at f^(4).)
+* Order-k randomization (Sec. 6.1), w*_r = M^{-1/(2k)} v on M pairs, library prefactor
   (2M)^{-1/2}: f^(k) -> lambda_k t^k / (sqrt(2) k!), f^(j) = O_p(M^{-j/(2k)}) for j < k.
-* ReLU random-feature kernel and its coefficients (Lemma 9 proof, spec Sec. 2.8(a), C11).
-* Norms of the representers W* of Theorem 7 (spec Sec. 2.9, C12) and the init norm bound
-  (Eq. (4), spec C2).
-* Sample complexities (Sec. 5.2, spec C14): n* ~ d for the randomized / quadratic model and
+* ReLU random-feature kernel and its coefficients (proof of Lemma 9, App. A.2).
+* Norms of the representers W* of Theorem 7 (App. C.4) and the init norm bound (Eq. (4),
+  App. A.3).
+* Sample complexities (Sec. 5.2): n* ~ d for the randomized / quadratic model and
   ~ d^2 for the NTK on 2-XOR.
 """
 
@@ -54,7 +55,7 @@ __all__ = [
     "representer_norm_sd",
 ]
 
-#: Predicted log-log slopes in m of the coupling quantities (Sec. 3; spec C4).
+#: Predicted log-log slopes in m of the coupling quantities (Sec. 3).
 COUPLING_SLOPES: dict[str, float] = {"f_L": 0.25, "f_Q": 0.0, "std over signs": -0.25,
                                      "mean gap": -0.5}
 
@@ -116,7 +117,7 @@ def higher_order_limit(activation: str | Activation, k: int, t: np.ndarray,
 
 
 def higher_order_slopes(k: int) -> dict[int, float]:
-    """Predicted log-log slopes in m of |f^(j)|, j = 1..k+1 (Sec. 6.1, spec C15).
+    """Predicted log-log slopes in m of |f^(j)|, j = 1..k+1 (Sec. 6.1).
 
     -j/(2k) for j < k (mean-zero terms of size M^{-j/(2k)}), 0 for j = k, and the upper bound
     -1/(2k) for j = k + 1 (faster when E[z+^{k+1} - z-^{k+1}] = 0, as in the symmetric
@@ -156,7 +157,7 @@ def higher_order_term_stats(activation: str | Activation, k: int, j: int, t: np.
                M^{-j/k} t^{2j}.
 
     For j = k the mean is the limit of :func:`higher_order_limit` and the sd is O(M^{-1/2});
-    for j < k the mean is 0 and the sd is O(M^{-j/(2k)}) (spec C15).
+    for j < k the mean is 0 and the sd is O(M^{-j/(2k)}) (Sec. 6.1).
     """
     act = get_activation(activation)
     pair = moment_matched_pair(k)

@@ -1,18 +1,18 @@
 """Closed forms for Bai & Lee (2020) Sec. 4 (landscape, optimization) and Sec. 5 / App. C
 (generalization): the predictions behind ``bailee-landscape`` and ``bailee-generalization``.
 
-Landscape (spec C7-C10). The planted W* is the Theorem 7 representer of f*(x) = alpha (beta.x)^2
-(p = 2, sigma = relu^3/6, inputs on the sphere of radius B_x): on the a = +1 half
-w*_r = 2 m^{-1/4} (2 pi)^{1/4} sqrt(alpha) beta, so
+Landscape (Lemma 1, Theorems 2 and 4, Corollary 3). The planted W* is the Theorem 7
+representer of f*(x) = alpha (beta.x)^2 (p = 2, sigma = relu^3/6, inputs on the sphere of
+radius B_x): on the a = +1 half w*_r = 2 m^{-1/4} (2 pi)^{1/4} sqrt(alpha) beta, so
 
-    ||W*||_{2,4}^4 = 8 ||beta||^4 * 2 pi alpha^2                      (spec Sec. 2.9)
+    ||W*||_{2,4}^4 = 8 ||beta||^4 * 2 pi alpha^2                      (App. C.4)
     E_Sigma term II (Lemma 1, l'' = 1, W = W*) = 8 pi alpha^2 mean_i (beta.x_i)^4 / m
 
 (the second from s_m^2 sum_r sigma''(w0.x)^2 (w_r.x)^2 (w*_r.x)^2 with E relu(G)^2 = 1/2 over
 the m/2 active rows). Corollary 3's regularizer form along W* Sigma' is App. B.5's closed form,
 and Theorem 4's lambda recipe is lambda = (2 gamma OPT + eps) / (C ||W*||_{2,4}^8).
 
-Generalization (spec C13). For n i.i.d. inputs with covariance (B_x^2 / k) I_k on a
+Generalization (Lemma 5, Theorem 6). For n i.i.d. inputs with covariance (B_x^2 / k) I_k on a
 k-dimensional subspace (k = d: the sphere or the hypercube), the top eigenvalue of the sample
 second-moment matrix X^T X / n tends to the Marchenko-Pastur edge (B_x^2 / k)(1 + sqrt(k/n))^2,
 so
@@ -66,7 +66,7 @@ def lemma1_error_limit(alpha: float, t: np.ndarray, m: float) -> float:
         E term II = 8 pi alpha^2 mean_i t_i^4 / m,   t_i = beta . x_i,
 
     from s_m^2 sum_{r: a_r = +1} relu(w0_r.x)^2 (w*_r.x)^4, E relu(G)^2 = 1/2 over m/2 rows and
-    (w*_r.x)^4 = 32 pi alpha^2 t^4 / m (spec Sec. 2.9, C7).
+    (w*_r.x)^4 = 32 pi alpha^2 t^4 / m (the representer of App. C.4).
     """
     return float(8 * math.pi * alpha**2 * np.mean(np.asarray(t, float) ** 4) / m)
 
@@ -87,7 +87,7 @@ def regularizer_sign_hessian_form(U: torch.Tensor, U_star: torch.Tensor) -> floa
 
 def theorem4_lambda(opt: float, eps: float, gamma: float, norm_star: float) -> float:
     """Theorem 4's regularization weight lambda = lambda_0 B_w*^-8 with C lambda_0 = 2 gamma OPT
-    + eps (App. B.6; spec Sec. 3.4)."""
+    + eps (App. B.6)."""
     return (2 * gamma * opt + eps) / (COROLLARY3_C * norm_star**8)
 
 

@@ -3,7 +3,7 @@ training of two-layers neural networks" (NeurIPS 2019).
 
 All risks are normalised, R / R0: R0 = ||f*||^2 = 2||B||_F^2 for the centred quadratic target
 (qf) and R0 = E y^2 = 1 for the Gaussian mixture (mg).  rho = N/d.  Conventions follow the
-spec ``specs/ghorbani-mei-misiakiewicz-montanari-2019.md``: Hermite coefficients
+paper: Hermite coefficients
 lambda_k = E[sigma(G) He_k(G)] (unnormalised He_k), lambda~ = E sigma(G)^2 - lambda_1^2, first
 layer weights w_i ~ N(0, Gamma) with Tr Gamma = 1 (qf, A2) or Tr(Gamma Sigma) = 1 (mg, B2),
 W = (w_1, ..., w_N) of shape (d, N).
@@ -247,7 +247,7 @@ def haar_projection_moments(d: int, k: int) -> tuple[float, float]:
 
 
 def nt_qf_finite(d: int, N: int, B) -> float:
-    """Exact finite-d E_W[R_NT(W)] / R0 for w_i iid N(0, I/d) (spec Thm 2 remark):
+    """Exact finite-d E_W[R_NT(W)] / R0 for w_i iid N(0, I/d) (Theorem 2, in expectation over W):
     R_NT(W) = 2 ||P_perp B P_perp||_F^2 with P_perp Haar of rank k = (d - N)_+, so
     E R_NT / R0 = (A + C) + C Tr(B)^2 / ||B||_F^2 (:func:`haar_projection_moments`)."""
     Bm = _mat("B", B, d)
@@ -291,8 +291,8 @@ def rf_mg(rho, Delta, Gamma=None, Sigma=None, activation: str | Activation = "qu
     with zeta_1 = d Tr(Sigma Gamma Sigma Gamma)/2, zeta_2 = d Tr(Delta Gamma)^2 / 4 and psi from
     Eq. (14), D = ESD of d Gamma^1/2 Sigma Gamma^1/2.  Gamma defaults to I / Tr(Sigma)
     (isotropic, Tr(Gamma Sigma) = 1).  Sigma = I, Gamma = I/d, sigma = u^2 - 1 gives
-    R = 1 / (1 + rho/(1+rho) Tr(Delta)^2/(2d)) (:func:`rf_mg_iso`; spec Sec. 8 item 2:
-    rho/(1+rho), not rho/(1+2rho))."""
+    R = 1 / (1 + rho/(1+rho) Tr(Delta)^2/(2d)) (:func:`rf_mg_iso`; rho/(1+rho), not the
+    rho/(1+2rho) that Eq. (17) prints: the exact population risk confirms rho/(1+rho))."""
     D = _mat("Delta", Delta)
     d = D.shape[0]
     S = np.eye(d) if Sigma is None else _mat("Sigma", Sigma, d)

@@ -1,5 +1,6 @@
 """Exact finite-d population risks (n = infinity, no sampling) for quadratic activations,
-Ghorbani, Mei, Misiakiewicz, Montanari (2019); spec Sec. 5 ("exact population Gram matrices").
+Ghorbani, Mei, Misiakiewicz, Montanari (2019), from the Gaussian moments of quadratic forms (the
+paper states only the asymptotic limits).
 
 Shape convention (as in the paper): **W has shape (d, N); its columns are the neurons w_i.**
 (``lazylab.models.TwoLayerNet.W`` stores rows, so pass ``net.W.T``.)  Inputs may be numpy
@@ -144,7 +145,7 @@ def nn_qf_population_loss(W, c, B, b0) -> tuple[float, torch.Tensor | np.ndarray
     """Theorem 3's population loss (raw, not normalised) and its gradient:
 
         L(W, c) = 2 ||B - W W^T||_F^2 + s^2,   s = Tr(B - W W^T) + b0 - c,
-        grad_W L = -8 (B - W W^T) W - 4 s W,    dL/dc = -2 s       (spec Sec. 3.2(b)).
+        grad_W L = -8 (B - W W^T) W - 4 s W,    dL/dc = -2 s       (L as in Sec. 2.3).
 
     W is (d, N).  Returns (L, grad_W, dL/dc) with grad_W of W's type (torch or numpy).
     """
@@ -168,7 +169,7 @@ def nn_qf_population_gd(W0, c0: float, B, b0: float | None = None, *, lr: float,
 
     Parameters
     ----------
-    W0 : (d, N) initial first layer (e.g. 0.3 N(0, I/d) entries, spec C6).
+    W0 : (d, N) initial first layer (e.g. 0.3 N(0, I/d) entries).
     c0 : initial offset.  b0 : target offset (default -Tr B).
     lr : step size (0.02 for B = diag(Exp(1))/sqrt(d), d = 50).  steps : iterations.
     record_every : store L/R0 every this many steps (and at the end).
@@ -239,7 +240,7 @@ def nt_mg_population(W, Delta, tol: float = 1e-10, *, Sigma=None, max_iter: int 
     """Exact NT risk on the mixture (R0 = 1), including the O(1/d) term 2 Tr(M Delta M Delta).
 
     The NT class (sigma = u^2) is {c + x^T M x : M in S_W}, S_W = {M sym : P_perp M P_perp = 0}.
-    With c = -Tr(M Sigma), Q is quadratic in M; its minimiser solves (spec C9)
+    With c = -Tr(M Sigma), Q is quadratic in M; its minimiser solves
 
         Pi_S(4 Sigma M Sigma + 4 Delta M Delta + 2 Tr(M Delta) Delta) = -2 Pi_S(Delta),
         Pi_S(M) = M - P_perp M P_perp,

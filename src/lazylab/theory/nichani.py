@@ -1,5 +1,5 @@
-"""Closed-form predictions of Nichani, Bai & Lee (2022) from spherical harmonics (spec Secs. 2.7,
-2.8, 4.3; reconstruction of the missing App. A / Lemma 15).
+"""Closed-form predictions of Nichani, Bai & Lee (2022) from spherical harmonics (Secs. 1.1,
+4.1 and 5; a reconstruction of App. A and Lemma 15, which the paper cites but does not print).
 
 * :func:`ntk_eigenvalues`: the infinite-width NTK K(x, x') = (x.x') E_w[sigma'(w.x) sigma'(w.x')]
   (w uniform on the unit sphere, x on S^{d-1}(sqrt d)) has eigenvalue xi_l on the degree-l
@@ -9,10 +9,10 @@
                             + 1{l>=1} c_{l-1} B(d,l-1) (l+d-3)/(2l+d-4) ].
 
   The sum telescopes: sum_l xi_l B(d,l) = d sum_j c_j B(d,j) = d E_{tau_d}[sigma'^2] (trace
-  identity, spec C5), which :func:`trace_identity` evaluates.
+  identity), which :func:`trace_identity` evaluates.
 * :func:`ntk_eigenvalues_asymptotic`: xi_0 ~ mu_1(sigma')^2, xi_l ~ l mu_{l-1}(sigma')^2 d^{1-l}.
 * :func:`effective_ridge`: gamma_{>k} = d E[sigma'^2] - sum_{l<=k} xi_l B(d,l), the flat part of
-  the Gram spectrum (Montanari & Zhong; spec Sec. 2.8).
+  the Gram spectrum (Montanari & Zhong 2020, as used in Sec. 1.1, Eq. (4)).
 * :func:`gram_spectrum`: the predicted eigenvalues of K = Phi Phi^T for n training points with
   d^k << n << d^{k+1}: about n xi_l + gamma for the top n_k (per degree), gamma for the rest.
 * :func:`ridgeless_risk`: the test MSE of kernel ridgeless regression with this spectrum on n

@@ -111,7 +111,8 @@ def piecewise(boundaries: Sequence[int], factors: Sequence[float]) -> Schedule:
 
 
 def ghorbani_paper(total_steps: int, tail1: int = 15_000, tail2: int = 15_000) -> Schedule:
-    """The schedule of Ghorbani et al. (2019)'s companion code (spec Sec. 3.3).
+    """The schedule of Ghorbani et al. (2019)'s companion code (github.com/bGhorbani/
+    Lazy-Training-Neural-Nets; not stated in the paper).
 
     multiplier(t) = 1 for t < T - tail1 - tail2, 1/10 for the next tail1 steps, 1/15 for the
     last tail2 steps (T = total_steps). The NN script uses tail1 = tail2 = 15000, the NT script

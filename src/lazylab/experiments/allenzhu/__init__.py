@@ -2,10 +2,10 @@
 
 Importing this package registers
 
-* ``allenzhu-kernel-bound`` (Thms 2-3, exact Walsh-Hadamard computation; spec C1-C4),
-* ``allenzhu-performance`` (Fig. 2: 3resnet / 3layer / 2layer vs kernels on T1; C6),
-* ``allenzhu-alpha`` (Fig. 3: sensitivity to the base-signal weight beta; C7),
-* ``allenzhu-norm`` (Fig. 4: hand-built vs SGD solutions of the six-parity; C8-C9).
+* ``allenzhu-kernel-bound`` (Thms 2-3 and App. D, exact Walsh-Hadamard computation),
+* ``allenzhu-performance`` (Fig. 2, Sec. 8.1: 3resnet / 3layer / 2layer vs kernels on T1),
+* ``allenzhu-alpha`` (Fig. 3, Sec. 8.1: sensitivity to the base-signal weight beta),
+* ``allenzhu-norm`` (Fig. 4, Sec. 8.2: hand-built vs SGD solutions of the six-parity).
 """
 
 from lazylab.experiments.allenzhu.alpha import Alpha

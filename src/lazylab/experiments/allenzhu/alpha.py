@@ -1,4 +1,4 @@
-"""allenzhu-alpha: Fig. 3, sensitivity to the base-signal weight beta (Sec. 8.1, spec C7).
+"""allenzhu-alpha: Fig. 3, sensitivity to the base-signal weight beta (Sec. 8.1).
 
 T1 with H = beta F + alpha G(F), alpha = 0.3 fixed and beta in {1, 0.5, 0.3, 0.2, 0} (beta varies
 instead of alpha so the error scale stays fixed): 3resnet trained (a) on all layers with

@@ -1,4 +1,4 @@
-"""allenzhu-kernel-bound: Thms 2-3, exactly: how many hard targets can a kernel fit? (spec C1-C4)
+"""allenzhu-kernel-bound: Thms 2-3, exactly: how many hard targets can a kernel fit? (App. D)
 
 For the single-output hard target t_S(x) = x_i + alpha chi_S(x) on x uniform on {-1, 1}^d
 (|S| = k, i = min S; App. D's simplification of Eq. 7.1), the best risk any kernel predictor
@@ -10,11 +10,11 @@ sum_n w_n K(x, x_n) with N samples can reach is computed exactly by Parseval
 For every kernel, d, k, alpha and N on a log grid we store the fraction of the C(d, k) sets
 with R* <= alpha^2 / 16, the median R*, and the fraction whose degree-k leverage is >= 0.9
 (Lemma D.2, sharp form). Kernels: Gaussian exp(-||x - y||^2 / d), arcsin(<x, y> / d), the
-closed-form two-layer ReLU NTK on (x / sqrt(d), 1) / sqrt(2) (both layers; the bias avoids
-the trivial odd-degree obstruction of spec C1), the empirical NTK (output 0, all parameters) of a
-random bottleneck ResNet at width ``resnet_width``; and, for Thm 3, D random ReLU features
-sigma(<u, x> / sqrt(d) + b) with N read as D. The last two need the 2^d x P Jacobian and run
-for d <= ``general_max_d``.
+closed-form two-layer ReLU NTK on (x / sqrt(d), 1) / sqrt(2) (both layers; the bias avoids a
+trivial obstruction: without it the ReLU NTK has no odd-degree components >= 3), the empirical
+NTK (output 0, all parameters) of a random bottleneck ResNet at width ``resnet_width``; and,
+for Thm 3, D random ReLU features sigma(<u, x> / sqrt(d) + b) with N read as D. The last two
+need the 2^d x P Jacobian and run for d <= ``general_max_d``.
 """
 
 from __future__ import annotations

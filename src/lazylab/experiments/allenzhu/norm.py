@@ -1,4 +1,4 @@
-"""allenzhu-norm: Fig. 4 (= Fig. 1), SGD does not find the minimal-norm solutions (Sec. 8.2; C8-C9).
+"""allenzhu-norm: Fig. 4 (= Fig. 1), SGD does not find the minimal-norm solutions (Sec. 8.2).
 
 Task T3: x uniform on {+-1/sqrt(d)}^d, y = d^3 x_{i1} ... x_{i6} (a six-parity in {-1, 1}).
 Learner F(W; x) = a^T sigma(W x), a in {+-1/sqrt(m)}^m fixed (half of each sign), only W trained.

@@ -1,4 +1,4 @@
-"""allenzhu-performance: Fig. 2, test error vs width m on T1 (Allen-Zhu & Li 2019, Sec. 8.1; C6).
+"""allenzhu-performance: Fig. 2, test error vs width m on T1 (Allen-Zhu & Li 2019, Sec. 8.1).
 
 T1: x uniform on {-1, 1}^d, k = d/2 outputs, H = beta F + alpha G(F) with F the k pair products
 and G the signed product of F_1..F_4 (a degree-8 parity of x); test error E ||out - H||^2 summed
@@ -24,12 +24,10 @@ Scales. ``paper``: 800 epochs, lr in {1, 2, 5} x 10^k for k = -4..0 and ten weig
 widths 20..2000, both panels (a GPU job; est. 6 h). ``quick`` keeps the paper's task (d = 30,
 k = 15, N = 500), batch 50 and init and shrinks the search: widths 32 and 128, 200 epochs,
 lr in {0.01, 0.05, 0.1} x wd in {0.005, 0.01, 0.02, 0.05} (0.01 keeps the linearized ResNet
-stable at m = 32), panel (a) only. Exploration on this CPU (3resnet(all), m = 128, best of the
-grid): test error 1.80 after 100 epochs, 1.18 after 150, 0.45-0.67 after 200 (three data /
-init seeds), while 2layer(all) stays at 2.0-2.6; panel (b) (hidden layers, N = 1000) needs 300
-epochs or more (3resnet(hidden) 1.29 at 200 and 0.98 at 300 for one seed; 1.74 at 300 for the
-experiment's default seed, still the lowest learner) at 142 CPU s for one width, so its claims
-are not applicable at quick and say so.
+stable at m = 32), panel (a) only: at 200 epochs 3resnet(all) is well below the other
+learners, while panel (b) (hidden layers, N = 1000) needs 300 epochs or more, so its claims are
+not applicable at quick and say so. The exploration behind these numbers is in the
+documentation page docs/protocols/allenzhu-performance.md.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@
   (:func:`lazylab.train.fit`), logging ||W(k) - W(0)||_F, the share of changed activation
   patterns and any test metric; it can stop early once the loss is below a level.
 
-Choices where the paper is silent (spec Sec. 8), documented once here:
+Choices where the paper is silent (its setup, App. A, leaves them open), documented once here:
 
 * Centring (item 2): ``center=True`` by default, i.e. the per-pixel mean of the training
   sample is subtracted before scaling every image to unit norm. Without it the inputs are all
@@ -24,11 +24,12 @@ Choices where the paper is silent (spec Sec. 8), documented once here:
   monotonically); the paper scale uses the paper's 1e-3. A step with eta lambda_max >= 2 is
   refused by ``validate`` (exit 2), since GD on the network then diverges.
 * Initialization: ``init="gaussian"`` is the paper's w_r ~ N(0, kappa^2 I), a_r = +-1.
-  ``init="symmetric"`` (an extension, spec Sec. 8 item 10) pairs every neuron with a copy of
+  ``init="symmetric"`` (an extension, not in the paper) pairs every neuron with a copy of
   opposite a_r so that u(0) = 0 exactly. Theorem 4.1 and Lemma 5.3 need kappa -> 0 only to
   make u(0) negligible, and m >= poly(n) / kappa^2 to keep the activation patterns fixed; at
   the small widths of the quick scale, kappa = 1 with u(0) = 0 is the regime they describe
-  (at kappa = 0.01 the patterns move a lot and the predictions are qualitative, spec C3/C6).
+  (at kappa = 0.01 the patterns move a lot and the predictions of Theorem 4.1 and Lemma 5.3
+  are only qualitative).
   Quick scale: symmetric, kappa = 1, and ``arora-convergence`` also runs the paper's init
   (Gaussian, kappa = 0.01) at the same sizes; paper scale: Gaussian, kappa = 0.01.
 * Random labels (Fig. 1) and label corruption (Fig. 2) are part of the problem: they are drawn

@@ -12,7 +12,8 @@ initialization. As the paper does ("until the training l2 loss converges"), the 
 trained by GD until Phi(W(k)) <= ``train_loss_target`` (default 1/2: the condition in the proof
 of Theorem 5.1 under which the training loss contributes at most 1/sqrt(n)) or ``steps``; the
 final Phi is reported and claimed. Scored on the corrupted test labels: l1 loss mean |f(x) - y|
-(raw, unclipped; spec Sec. 8 item 8) and 0-1 error with sign(0) := +1.
+(raw, unclipped: the paper does not say whether it clipped the l1 loss to [0, 1] as Theorem
+5.1's loss class requires) and 0-1 error with sign(0) := +1.
 
 Simulation rows (x_name "fraction"): ``l1 loss``/``test_l1``, ``classification
 error``/``test_error``, and ``training`` with ``train_loss`` (final Phi), ``train_error``,

@@ -5,7 +5,8 @@ Each unit trains the paper's network (Sec. 3.1) on one label vector of the same 
 one initialization:
 
 * ``true labels``: the data set's +-1 labels;
-* ``random labels``: i.i.d. uniform +-1 (spec Sec. 8, item 5), drawn from ``data_seed``;
+* ``random labels``: i.i.d. uniform +-1 (Fig. 1 does not define them; this is Fig. 2's
+  portion 1), drawn from ``data_seed``;
 * ``worst-case labels``: sqrt(n) v_n, the eigenvector of lambda_min(H_inf) scaled to the norm
   of +-1 labels so every curve starts at Phi(0) = n/2 (item 4);
 * init (facets ``init``, ``kappa``): the run's ``init``/``kappa`` (quick: symmetric, kappa = 1,

@@ -36,13 +36,13 @@ __all__ = ["LabelSpectrum", "SpectrumParams", "top_k"]
 #: n squared coefficients, mean k/n and standard deviation <= sqrt(2k)/n (each (v_i.y)^2 has
 #: variance <= 2), i.e. 0.05 +- 0.02 at top_fraction = 0.05, n = 256; a factor 5 (a share >=
 #: 0.25) is beyond 10 standard deviations of chance alignment, and true labels reach 0.9+
-#: (spec C4: 0.94 on the top 5 of 360 on digits).
+#: (0.94 on the top 5 of 360 on digits).
 SHARE_RATIO = 5.0
 #: "Fast decay": the top ``top_fraction`` of the eigenvalues hold at least this multiple of the
-#: share top_fraction of tr(H_inf) = n/2 that a flat spectrum would give. Spec C4's digits have
-#: lambda_1 alone at 0.27 of the trace; measured at top_fraction 0.05: 0.69 (digits, n = 256),
-#: 0.56 (Fashion-MNIST, n = 256), 0.49 (digits, n = 80), i.e. 10-14 times flat; 5 times is
-#: the same bar as the alignment claim's.
+#: share top_fraction of tr(H_inf) = n/2 that a flat spectrum would give. On digits 0 vs 1
+#: (n = 360) lambda_1 alone holds 0.27 of the trace; measured at top_fraction 0.05: 0.69
+#: (digits, n = 256), 0.56 (Fashion-MNIST, n = 256), 0.49 (digits, n = 80), i.e. 10-14 times
+#: flat; 5 times is the same bar as the alignment claim's.
 TRACE_RATIO = 5.0
 RANDOM_EXPECTATION = "random labels (expectation)"
 

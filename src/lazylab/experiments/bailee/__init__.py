@@ -1,8 +1,9 @@
-"""Bai & Lee (2020), "Beyond Linearization": the six experiments of spec Sec. 5 / 7.3.
+"""Bai & Lee (2020), "Beyond Linearization": six experiments (the paper itself has none; each
+checks one of its theoretical results numerically).
 
-Importing this package registers ``bailee-coupling`` (C4), ``bailee-expressivity`` (C12),
-``bailee-xor`` (C14), ``bailee-higher-order`` (C15), ``bailee-landscape`` (C7-C10) and
-``bailee-generalization`` (C13).
+Importing this package registers ``bailee-coupling`` (Sec. 3), ``bailee-expressivity``
+(Theorem 7, Sec. 5.2), ``bailee-xor`` (Sec. 5.2), ``bailee-higher-order`` (Sec. 6.1),
+``bailee-landscape`` (Sec. 4) and ``bailee-generalization`` (Sec. 5.1).
 """
 
 from lazylab.experiments.bailee.coupling import Coupling

@@ -1,9 +1,9 @@
 """Shared pieces of the Bai & Lee (2020) experiments: nets, activations, chunking, slope claims.
 
-Every experiment uses the paper's setting (spec Sec. 5, "general setup"): a symmetric-init
+Every experiment uses the paper's setting (Sec. 2, Eqs. (1) and (3)): a symmetric-init
 :class:`TwoLayerNet` with a = (+1, ..., +1, -1, ..., -1) (``a_init="ones"``), prefactor
 m^{-1/2}, w0_r ~ N(0, B_x^-2 I) and inputs on the sphere of radius B_x, float64 (the gaps reach
-1e-6 at m = 1e6, spec Sec. 7.2).
+1e-6 at m = 1e6).
 
 Slope claims fit log y = b log m + c by least squares over the width grid (means over seeds)
 and hold when |b - b_pred| <= bias + K_SE se(b) (two-sided; K_SE = 3 from

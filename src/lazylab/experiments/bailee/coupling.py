@@ -1,4 +1,4 @@
-"""bailee-coupling: sign randomization kills the NTK term (Bai & Lee 2020, Sec. 3; spec C4).
+"""bailee-coupling: sign randomization kills the NTK term (Bai & Lee 2020, Sec. 3).
 
 Coherent movement W = m^{-1/4} v on the a = +1 half (||v|| = sqrt(d)/B_x, so t = v.x = O(1)),
 relu^3/6 by default. For each width m on a log grid and every test point x we measure

@@ -1,5 +1,5 @@
 """bailee-expressivity: the explicit W* of Theorem 7 for alpha (beta . x)^p (Bai & Lee 2020,
-Lemma 9, Lemma 15, Theorem 7 and App. C.4; spec C12).
+Lemma 9, Lemma 15, Theorem 7 and App. C.4).
 
 For p in ``ps`` and widths m on a log grid, sigma = relu^3/6, we build W* with
 :func:`lazylab.models.bailee.constructions.quadratic_representer` (rows 2 m^{-1/4}
@@ -12,7 +12,8 @@ sphere of radius B_x:
 * ``norm``: ||W*||_{2,4}^4, which tends to 8 ||beta||^4 E a^2 and must stay below Theorem 7's
   B_{w,*}^4 = 32 pi ((p-2)^3 v 1) alpha^2 B_x^{2(p-2)} ||beta||^{2p} / delta.
 
-Defaults follow spec C12 (d = 10, B_x = 1, ||beta|| = 1, alpha = 1). With ||beta|| = sqrt(d)/B_x
+Defaults: d = 10, B_x = 1 (the paper's single-polynomial example, Sec. 5.2), ||beta|| = 1,
+alpha = 1. With ||beta|| = sqrt(d)/B_x
 (O(1) targets) the rows 2 m^{-1/4} sqrt|a| ||beta|| stay O(1) up to m ~ 1e7 for p = 4, outside
 the small-movement regime in which the randomized net is close to f^Q + f^L.
 Each unit averages ``n_init`` independent initializations W0: the error of one W0 is a random
@@ -141,7 +142,8 @@ class Expressivity(Experiment):
              "n_init": 2}
 
     def validate(self, p: ExpressivityParams) -> None:
-        """Refuse sizes whose float64 arithmetic would overflow inside a unit (issue 12).
+        """Refuse sizes whose float64 arithmetic would overflow inside a unit (an input error up
+        front rather than an inf or NaN in the results).
 
         Targets, errors and norms scale with the amplitude ``|alpha| (B_x ||beta||)^p`` and
         Theorem 7's bound with ``alpha^2 B_x^(2(p-2)) ||beta||^(2p) / delta``; squares and sums

@@ -1,5 +1,5 @@
 """bailee-generalization: the operator-norm quantities of Bai & Lee (2020), Lemma 5, Theorem 6
-and Lemma 8 (spec C13).
+and Lemma 8 (Sec. 5.1 and App. A.1).
 
 For n inputs on the sphere of radius B_x (n = n_per_d * d, so the sample-size ratio is fixed
 as d grows) and four input laws,

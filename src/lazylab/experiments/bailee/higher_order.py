@@ -1,5 +1,5 @@
 """bailee-higher-order: the order-k randomization extracts the k-th Taylor term (Bai & Lee 2020,
-Sec. 6.1; spec C15).
+Sec. 6.1).
 
 A symmetric net of M pairs (width 2M, lazylab prefactor (2M)^{-1/2}) moves pair r as
 (w0_r + z+_r w*_r, w0_r + z-_r w*_r) with w*_r = M^{-1/(2k)} v, ||v|| = sqrt(d)/B_x, and
@@ -17,8 +17,9 @@ for this symmetric construction, whose (k+1)-th moments also match). Theory line
 mean and spread of each term (:func:`lazylab.theory.bailee.higher_order_term_stats`).
 
 Activation: the default ``sin_shift`` = sin(u + pi/4) is analytic with E[sigma^(k)(g)] =
-+-e^{-1/2}/sqrt(2) != 0 for every k. The spec's plain ``sin`` has E[sin^(k)(g)] = 0 for even k,
-so its k = 2 and k = 4 limits vanish and the Theta(1) claim does not apply (spec Sec. 8 choice).
++-e^{-1/2}/sqrt(2) != 0 for every k (the paper names no analytic activation for Sec. 6). Plain
+``sin`` has E[sin^(k)(g)] = 0 for even k, so its k = 2 and k = 4 limits vanish and the
+Theta(1) claim does not apply.
 """
 
 from __future__ import annotations

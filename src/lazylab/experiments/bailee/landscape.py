@@ -1,4 +1,5 @@
-"""bailee-landscape: the optimization theory of Bai & Lee (2020), Sec. 4 (spec C7-C10).
+"""bailee-landscape: the optimization theory of Bai & Lee (2020), Sec. 4 (Lemma 1, Theorems 2
+and 4, Corollary 3).
 
 Data: n points x_i uniform on the sphere of radius B_x in R^d, a direction beta with
 ||beta|| = sqrt(d) / B_x, labels y = alpha (beta.x)^2 + noise * std(f*) * xi (drawn once from
@@ -9,22 +10,24 @@ OPT := L^Q(W*). Seeds vary W0, the initialization and the Langevin noise.
 
 Three parts, one unit per width:
 
-* **inequalities** (C7, C8): at W = W*, where Lemma 1 is tight (its Bregman slack is 0), the
-  violations of Lemma 1 (clean risk L^Q),
+* **inequalities** (Lemma 1, Theorem 2): at W = W*, where Lemma 1 is tight (its Bregman slack
+  is 0), the violations of Lemma 1 (clean risk L^Q),
   ``E grad^2 L^Q[W* S, W* S] - <grad L^Q, W> + 2 (L^Q - OPT)`` (= E term II, predicted
   8 pi alpha^2 mean (beta.x)^4 / m), of Theorem 2's Eq. (7) for L~ (the coupling of L~ to L^Q
-  adds a term whose leading order is m^{-1/2}; the paper's bound is m^{-1/4}, spec Sec. 8.7)
+  adds a term whose leading order is m^{-1/2}; the paper's bound, Lemma 12, is m^{-1/4})
   and of Corollary 3 for L~_lam (Theorem 4's lambda), all in closed form. W* is scaled to
   ``||W*||_{2,4} = w_star_norm`` (Theorem 2's m-condition is a polynomial in B_w; at B_w = 1
   the asymptotic regime starts near m = 100).
-* **teacher-student** (C9, Theorem 4): noisy GD (Langevin) on the exact L~_lam from a small
+* **teacher-student** (Theorem 4): noisy GD (Langevin) on the exact L~_lam from a small
   random init (0 is a saddle), lambda = (2 gamma OPT) / (C ||W*||^8) (App. B.6), step size
-  lr0 sqrt(m) / (alpha B_x^2) (the quadratic model's time scale grows like sqrt(m), spec
-  Sec. 3.6), a fixed number of steps with a cosine decay. Measured: L~_lam(W_hat), OPT, the
-  coupling cost eps_m = L~_lam(W*) - OPT, ||W_hat||_{2,4}, and the curvature of L~ at 0 along W*.
-* **saddle** (C10): at W = 0 the exact gradient of L~ vanishes and plain GD stays at 0 exactly;
-  along W* the curvature is -2 mean(y f*) + O(m^{-1/2}) < 0, so W = 0 is a strict saddle and the
-  perturbed (small-init, noisy) GD of the teacher part escapes it.
+  lr0 sqrt(m) / (alpha B_x^2) (the quadratic model's time scale grows like sqrt(m): f^Q has
+  curvature ~ m^{-1/2} in W, Sec. 4.1), a fixed number of steps with a cosine decay. Measured:
+  L~_lam(W_hat), OPT, the coupling cost eps_m = L~_lam(W*) - OPT, ||W_hat||_{2,4}, and the
+  curvature of L~ at 0 along W*.
+* **saddle** (a consequence of the randomized risk L~ of Sec. 3.1, not stated in the paper):
+  at W = 0 the exact gradient of L~ vanishes and plain GD stays at 0 exactly; along W* the
+  curvature is -2 mean(y f*) + O(m^{-1/2}) < 0, so W = 0 is a strict saddle and the perturbed
+  (small-init, noisy) GD of the teacher part escapes it.
 """
 
 from __future__ import annotations
@@ -118,8 +121,8 @@ def _labels(t: torch.Tensor, xi: torch.Tensor, alpha: float, noise: float) -> to
 
 def _lr(p: LandscapeParams, m: int) -> float:
     """Step size lr0 sqrt(m) / (alpha B_x^2): the quadratic model's time scale grows like
-    sqrt(m) (spec Sec. 3.6), its curvature like alpha, and in the coordinates B_x w the
-    problem does not depend on B_x."""
+    sqrt(m) (f^Q has curvature ~ m^{-1/2} in W), its curvature like alpha, and in the
+    coordinates B_x w the problem does not depend on B_x."""
     return p.lr0 * math.sqrt(m) / (p.alpha * p.B_x**2)
 
 

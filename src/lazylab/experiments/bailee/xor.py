@@ -1,5 +1,5 @@
 """bailee-xor: sample complexity of 2-XOR, NTK vs quadratic model vs randomized net (Bai & Lee
-2020, Sec. 5.2; spec C14).
+2020, Sec. 5.2).
 
 Data: x ~ Unif{+-1}^d (B_x = sqrt(d)), y = x_1 x_2 (training labels optionally flipped with
 probability ``label_noise``; test labels are clean), squared loss. Methods, all on the same
@@ -17,13 +17,14 @@ training sets:
   test MSE of its sign average E_Sigma f is recorded as a labelled extra
   (``randomized net, E_Sigma f``), with its own n* (not used by any claim).
 
-Quick sizes: the Var_Sigma f floor of L~ is c m^{-1/2} after training (measured at d = 16,
-n = 362, 60 steps: 0.22 at m = 120, 0.12 at m = 480, 0.09 at m = 1000, in units of Var y), so
-the target must sit above it by a margin or n* measures the floor instead of learning. Rule:
-target >= 2 x floor; quick uses m = 480 and target 0.25 Var y (paper scale: m = 4000, floor
-~0.05, the paper's target 0.1).
+Quick sizes: the Var_Sigma f floor of L~ is c m^{-1/2} after training, so the target must sit
+above it by a margin or n* measures the floor instead of learning. Rule: target >= 2 x floor;
+quick uses m = 480 (floor ~0.12 Var y) and target 0.25 Var y (paper scale: m = 4000, floor
+~0.05, target 0.1). The measured floors: the documentation page
+docs/protocols/bailee-xor.md.
 
-Step size: f^Q has curvature ~ m^{-1/2} in W (spec Sec. 3.6), so both trained models use
+Step size: f^Q has curvature ~ m^{-1/2} in W (its 1/(2 sqrt m) prefactor, Sec. 4.1), so both
+trained models use
 lr = lr_scale sqrt(m) (for ``objective="fresh_sigma"`` the per-draw f^L curvature is O(n^{-1}
 lambda_max(K_NTK)) and lr = lr_scale n / lambda_max instead). A run that diverges is retried
 with half the step (up to 4 times).

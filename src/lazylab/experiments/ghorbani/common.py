@@ -7,13 +7,14 @@ Every model of the paper with activation u^2 (or u^2 - 1) is a quadratic form
 so after training we read off (M, c) and score it exactly with the data model's
 ``risk_of_quadratic`` (the population risk R of the paper's Eqs. (4)-(5), no test-sample
 noise), besides the test risk on fresh samples the paper reports.  The three regimes are
-trained on samples (spec Sec. 3.2):
+trained on samples (as in Sec. 4):
 
-* RF (Eq. (2), sigma = u^2 - 1, no offset; spec C4): least squares on n samples through chunked
-  normal equations; M = W^T diag(a) W, c = -sum_i a_i.
+* RF (Eq. (2), sigma = u^2 - 1 as in Corollary 1, no offset as in footnote 2): least squares
+  on n samples through chunked normal equations; M = W^T diag(a) W, c = -sum_i a_i.
 * NT (Eq. (3), sigma = u^2): f = c + sum_i 2 (w_i.x)(u_i.x), linear in (U, c).
   - ``lstsq``: least squares on n samples.  The N d features (w_i.x) x_j span exactly the
-    quadratic forms x^T M x with M in S_W = {M sym : P_perp M P_perp = 0} (spec Sec. 2.2), and
+    quadratic forms x^T M x with M in S_W = {M sym : P_perp M P_perp = 0} (Eq. (3) at
+    sigma = u^2), and
     least squares depends on the features only through their span, so we regress on a basis of
     S_W: in coordinates z = V^T x with V = [Q, Q_perp] (Q an orthonormal basis of span W), the
     monomials z_a z_b (a <= b <= k) and z_a z_b (a <= k < b), k = rank W.  That is
@@ -21,7 +22,7 @@ trained on samples (spec Sec. 3.2):
   - ``sgd``: one-pass SGD on the linearization (:class:`lazylab.models.LinearizedModel` of the
     network at its random init), the paper's protocol; M = W^T U + U^T W.
 * NN: the network itself trained by one-pass minibatch SGD (:func:`lazylab.train.fit`) with the
-  companion code's schedule (lr, lr/10, lr/15; spec Sec. 3.3); M = W^T diag(a) W.
+  companion code's schedule (lr, lr/10, lr/15; not stated in the paper); M = W^T diag(a) W.
 
 Default step sizes.  Minibatch SGD on (y - f)^2 is mean-square stable for
 eta < 2 / (lambda_max(H) + Tr(H)/b) (H the Hessian of the population loss, b the batch), and at
@@ -307,9 +308,10 @@ def train_nn(problem: Problem, N: int, cfg: SGDConfig, init_scale: float, gen: t
 
     qf (Theorem 3): f = sum_i (w_i.x)^2 + c, second layer fixed to 1; first layer
     w_i ~ N(0, s^2 I/(max(N, d) sqrt(d))), s = ``init_scale``, so Tr(W^T W) = s^2 sqrt(d)
-    min(N/d, 1) is a fraction s^2 of Tr B ~ sqrt(d) at any d and N: a small init (spec Sec. 8
-    item 7) that also keeps the curvature along the trace direction, ~8 Tr(W^T W), below
-    that of the target at any d (the default step assumes Tr(W^T W) ~ sqrt(d)).
+    min(N/d, 1) is a fraction s^2 of Tr B ~ sqrt(d) at any d and N: a small init (Theorem 3
+    asks only for an absolutely continuous init law) that also keeps the curvature along the
+    trace direction, ~8 Tr(W^T W), below that of the target at any d (the default step assumes
+    Tr(W^T W) ~ sqrt(d)).
     mg (Theorem 6): f = sum_i a_i (w_i.x)^2 + c with a trained from a = 0 (companion code), so
     each neuron's sign is learned (a +1 start would leave positive neurons stuck at w = 0, a
     local minimum for them when Delta is positive definite); w_i ~ N(0, s^2 I/max(N, d)).

@@ -2,8 +2,8 @@
 
 "Evolution of the risk for NT and NN with the number of samples."  One-pass SGD, batch 100
 (see :mod:`.samples`); the NN is f = sum_i a_i (w_i.x)^2 + c with a trained from 0.  The paper
-does not state N; its y-range (>= 0.5) suggests rho <~ 0.5 and we take rho = 0.4 (spec Sec. 8
-item 9), where Theorems 5-6 give NN ~ 0.57 and NT ~ 0.67 for the paper's Delta.
+does not state N; its y-range (>= 0.5) suggests rho <~ 0.5 and we take rho = 0.4, where
+Theorems 5-6 give NN ~ 0.57 and NT ~ 0.67 for the paper's Delta.
 
 Limits: ``lim NN`` = Theorem 6, 2/(2 + sum_{i<=N} lambda_i(Delta)^2) (``risk``), and the exact
 finite-d value with the O(1/d) term 2 Tr(M Delta M Delta) kept (best scaled rank-N truncation,

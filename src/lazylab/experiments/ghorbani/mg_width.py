@@ -4,7 +4,8 @@ Data (paper Sec. 3): y = +-1, x | y ~ N(0, I -+ Delta), Delta = diag(U{1, 1.5, 2
 R0 = E y^2 = 1.  Methods (legend names):
 
 * ``RF(I)``: sigma = u^2 - 1, w_i ~ N(0, I/d), least squares on samples; theory Theorem 4 /
-  Eq. (17) (rho/(1+rho), spec Sec. 8 item 2).
+  Eq. (17) with rho/(1+rho), which Theorem 4 gives at Sigma = I, Gamma = I/d (Eq. (17) prints
+  rho/(1+2 rho), which the exact population risk rules out).
 * ``NT(I)``: the linearization at w_i ~ N(0, I/d); theory Theorem 5 (kappa form).
 * ``NN``: f = sum_i a_i (w_i.x)^2 + c, all trained by one-pass SGD from a = 0; theory
   Theorem 6, 2/(2 + sum_{i<=N} lambda_i(Delta)^2).

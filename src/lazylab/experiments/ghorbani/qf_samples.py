@@ -2,7 +2,7 @@
 
 "Evolution of the risk for NT and NN with the number of samples. Dashed lines are our analytic
 prediction for the large n limit."  One-pass SGD, batch 100 (see :mod:`.samples`).  The paper
-does not state N; we take rho = N/d = 1/2 (spec Sec. 8 item 9), where the gap is large:
+does not state N; we take rho = N/d = 1/2, where the gap is large:
 Theorem 3 gives NN ~ 0.03 and Theorem 2 NT ~ 0.37 for the Exp(1) spectrum.
 
 Limits: ``lim NN`` = Theorem 3's infimum 1 - sum_{i<=N} lambda_i(B)^2/||B||_F^2 of the realised B

@@ -13,9 +13,9 @@ Methods (legend names):
 Simulation rows: see :mod:`.widths`.  Theory rows (x_name "N"): ``risk`` = the paper's formulas
 with the realised B (a fine grid plus the simulated N); ``risk_finite_d`` = the finite-d
 reference the claims use: for RF the Monte Carlo mean over ``theory_draws`` draws of W of the
-exact population risk (spec Sec. 5 Gram formula), for NT Theorem 2's exact finite-d expectation
-(Weingarten), for NN Theorem 3's infimum; ``risk_finite_d_sd`` = spread over draws of W.
-Why finite-d references: at small d the RF risk sits below Eq. (12) by about
+exact population risk (:mod:`lazylab.theory.ghorbani_population`), for NT Theorem 2's exact
+finite-d expectation (Weingarten), for NN Theorem 3's infimum; ``risk_finite_d_sd`` = spread
+over draws of W. Why finite-d references: at small d the RF risk sits below Eq. (12) by about
 (1 - tau_B) N / (d(d+1)/2), the share of the traceless part of B captured by N random rank-one
 directions (O(rho/d); 0.2 at d = 40, rho = 10), and the NT risk differs from Theorem 2 by O(1/d).
 

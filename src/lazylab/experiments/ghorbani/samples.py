@@ -3,7 +3,7 @@
 NT(I) and NN at one width N = round(rho d) are trained by one-pass minibatch SGD (a fresh
 batch every step, so n = steps x batch samples are seen) with the companion code's schedule
 (lr, then lr/10 and lr/15 over the last two ``tail_fraction`` blocks).  The paper does not state
-N for these panels (spec Sec. 8 item 9); each experiment states its choice of rho.
+N for these panels (Sec. 4); each experiment states its choice of rho.
 
 Units ``{"method": "NN"}`` and ``{"method": "NT(I)"}`` (times the seeds) return, at log- and
 linearly-spaced steps, rows with x_name "n/d", x = step * batch / d:

@@ -27,7 +27,7 @@ samples, RF least squares on rf_samples = max(default, 50 N_max), NN and NT-SGD 
 ``quick_max_d`` is refused at --scale quick (exit 2) by :meth:`WidthExperiment.cost`.
 
 The width grid is "N in {45, ..., 4500}" at d = 450 in the paper (rho from 0.1 to 10) on a log
-axis; the exact grid is not given, so we take a geometric grid plus N = d (spec Sec. 8 item 8).
+axis; the exact grid is not given, so we take a geometric grid plus N = d.
 """
 
 from __future__ import annotations
@@ -187,7 +187,8 @@ class WidthParams(C.GhorbaniParams):
         return self
 
 
-#: The asymptotic-gap units (issue 11): input dimensions and width ratios rho = N/d.
+#: The asymptotic-gap units (does the finite-d risk approach the paper's asymptotic formula as
+#: d grows?): input dimensions and width ratios rho = N/d.
 GAP_DS = (20, 40, 80)
 GAP_RHOS = (0.5, 2.0)
 #: Stated allowance on the gap's log-log slope: relative O(1/d^2) corrections c/d to the

@@ -1,9 +1,9 @@
 """Nichani, Bai & Lee (NeurIPS 2022), "Identifying good directions to escape the NTK regime":
-the four experiments of spec Secs. 5-6.
+four experiments.
 
-Importing this package registers ``nichani-regularizer`` (Fig. 1; C7, C10, C11, C16) and
-``nichani-spectrum`` (C4-C6), ``nichani-mlp-scaling`` (Fig. 2; C15) and
-``nichani-taylor`` (App. G; C17).
+Importing this package registers ``nichani-regularizer`` (Fig. 1, Sec. 5; Remark 1) and
+``nichani-spectrum`` (the spectrum of Sigma and of the Gram matrix, Secs. 1.1 and 4.1),
+``nichani-mlp-scaling`` (Fig. 2, Sec. 5) and ``nichani-taylor`` (Sec. 5 and App. G).
 """
 
 from lazylab.experiments.nichani.mlp_scaling import MlpScaling

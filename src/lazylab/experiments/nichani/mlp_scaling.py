@@ -1,4 +1,5 @@
-"""nichani-mlp-scaling: Fig. 2 of Nichani, Bai & Lee (2022) (spec C15).
+"""nichani-mlp-scaling: Fig. 2 of Nichani, Bai & Lee (2022) (Sec. 5, "On the Low-Degree Plus
+Sparse Task").
 
 A standard two-layer ReLU network (width 100, trainable biases initialised at 0, weights
 U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as PyTorch's default) is trained by full-batch GD on the

@@ -1,4 +1,4 @@
-"""nichani-regularizer: Fig. 1 of Nichani, Bai & Lee (2022) (spec C7, C10, C11, C12, C16).
+"""nichani-regularizer: Fig. 1 of Nichani, Bai & Lee (2022), Sec. 5 (with Sec. 1.1 and Remark 1).
 
 f_L + f_Q of the symmetric-init sigmoid(z - 1) network is trained by full-batch GD on the square
 loss plus lambda3 R3 (the empirical R3 from the top n_k singular directions of the training
@@ -18,60 +18,27 @@ level ||P_{>1} f*||^2 (test error of a kernel method that learns exactly the deg
 and the eigenlearning prediction of the NTK ridgeless test error on n samples
 (:func:`lazylab.theory.nichani.ridgeless_risk`), both from the exact spherical-harmonic spectrum
 (no fitted number). The claims ``ntk-level`` (lambda3 = 0 ends near ||P_{>1} f*||^2) and
-``plateau`` (its test loss when its train loss first reaches that level, C12) compare with the
-level under the same 12% finite-n / finite-m allowance as ``ntk-ridgeless``.
+``plateau`` (its test loss when its train loss first reaches that level: the degree <= 1 part
+is learned first, Sec. 1.1) compare with the level under the same 12% finite-n / finite-m
+allowance as ``ntk-ridgeless``.
 
-Quick scale: d = 25, n = 125, m = 7000, eta = 8 (eight times the paper's step; the largest
-stable step is ~ n / lambda_max(K) > 10) for 4500 steps, i.e. log_d(eta t) up to 3.26; lambda3
-grid {0, 0.1, 1, 10} (0.01, whose curves lie on lambda3 = 0's, is left to paper scale to keep
-quick within PRODUCT.md's 2 minutes); 94 s per seed on this 2-core machine (twelve seeds in
-1141 s, 87-105 s each). Three rules fix these sizes.
+Quick scale: d = 25, n = 125, m = 7000, eta = 8 (eight times the paper's step, still below the
+stability limit ~ n / lambda_max(K)) for 4500 steps, lambda3 in {0, 0.1, 1, 10}; about 95 s per
+seed on a 2-core CPU. Three rules fix these sizes: d is large enough for ``ordering`` to pass at
+three seeds (at k = 1 f_Q alone can fit the rank-one linear part, Remark 1, so the gap
+f_Q only - best R3 is a constant factor that widens with d); m is large enough that lambda3 = 0's
+finite-width drift below the NTK level, O(m^-1/2), stays inside ``ntk-level``'s allowance; and
+the run is long enough that the best member's final test loss no longer changes (below the
+stability limit GD follows the same path in log_d(eta t) whatever eta). The measurements behind
+each rule, and the settings tried and rejected, are in the documentation page "How the quick
+protocol was chosen" (docs/protocols/nichani-regularizer.md). At paper scale (d = 100,
+n = 1000, m = 10^4, 5 seeds) every claim held: best R3 0.033, f_Q only 0.197, f_L only 0.618.
 
-- Dimension: the power of ``ordering`` at three seeds. At k = 1 f_Q alone can fit the rank-one
-  linear part (Remark 1, spec C16), so the gap f_Q only - best R3 is a constant factor that
-  widens with d (paper scale, d = 100: 0.197 vs 0.033). The earlier quick protocol, d = 20
-  (n = 89), had too little power: twelve seeds gave gaps 0.183, 0.023, 0.162, 0.178, 0.431,
-  0.458, 0.206, 0.150, 0.256, 0.218, 0.181, 0.082 (mean/sd 1.69, below the 1.73 that a paired
-  3 SE test on three seeds needs): 128 of their 220 three-seed subsets passed, and seeds 0-2
-  (``--seeds 3``) failed, 0.120 vs 3 SE = 0.150. At d = 25 (n = 125, n/B(d, 2) = 0.39, the
-  paper 0.20) twelve seeds (2026-11-23, all 7 claims held) give 0.173, 0.138, 0.213, 0.390,
-  0.171, 0.255, 0.455, 0.130, 0.190, 0.172, 0.289, 0.257: mean 0.236, sd 0.100, ratio 2.35,
-  smallest 0.130; 194 of the 220 subsets pass, seeds 0-2 with 0.175 vs 3 SE = 0.065 (193 with
-  the claim's second part, f_Q only below f_L only in mean: per seed f_L only - f_Q only ranges
-  from -0.055 to 0.244, mean 0.144). The claims themselves, evaluated on every three-seed
-  subset of the twelve: all 7 hold together in 167 of 220 (d = 20: 74), ``ordering`` in 193
-  (110), ``ntk-level`` in 189 (188), ``plateau`` in 219 (210); on single seeds all 7 in 7 of
-  12 (5), ``ntk-level`` in 8 (8): its per-seed spread is the kernel's own finite-n error (f_L
-  only ends between 0.461 and 0.665), which one seed's test-set SE does not see. d = 30
-  would cost 1.6 times as much, past the 2 minutes. Tried and rejected on the way: d = 30 at
-  m = 1000 and 16000 steps widened the gaps (0.35, 0.09, 0.19) but failed with three seeds
-  (0.208 vs 3 SE 0.222), and its m/d = 33 strengthens the f_Q drift below (lambda3 = 0 ended at
-  0.30-0.47 against the level 0.604).
-- Width. GD breaks the pairing w_{r+m/2} = -w_r along the f_Q gradient, so at lambda3 = 0 f_Q
-  learns part of the degree-2 signal: a finite-width drift below the f_L-only (= NTK
-  ridgeless) fit, O(m^-1/2). Four data/init draws at d = 20 gave -0.083 on average at m = 2000
-  and -0.036 at m = 8000; ``ntk-level`` allows 12% of the level (0.069 there), so m must be
-  >= ~5500. At d = 25, m = 7000 the twelve seeds above drift by -0.046 on average (lambda3 = 0
-  ends at 0.494 against the level 0.593 and f_L only at 0.539, the eigenlearning prediction of
-  the NTK ridgeless error on n samples being 0.532). (The first default, m = 2000, m/d = 100 as
-  in the paper, failed ``ntk-level`` at 1 seed: 0.405 vs 0.576 +- 0.123.)
-- Time. Train past interpolation until the best member's final test loss no longer changes:
-  the paper's runs end there too (train loss ~ 0 at log_d t ~ 2.1 of its 2.15). Below the
-  stability limit GD follows the same path in log_d(eta t) whatever eta, so eta = 8 halves the
-  steps: at d = 20 eta = 8 for 4000 steps reproduced eta = 4 for 8000 steps to three decimals
-  in every member of seeds 0-2 (lambda3 = 1: 0.128, 0.351, 0.193). At d = 25 the lambda3 = 1
-  member ends at the same test loss to three decimals after 4500 and 5000 steps of eta = 8 in
-  all twelve seeds, and after 5000 steps of eta = 10 (log_d(eta t) 3.26, 3.29 and 3.36) in
-  seeds 0 and 1 (0.135, 0.178): converged. lambda3 = 0.1, never the best, is still falling.
-
-At paper scale (d = 100, n = 1000, m = 10^4, 5 seeds) every claim held: best R3 0.033, f_Q only
-0.197, f_L only 0.618.
-
-Normalization of R3 (spec Sec. 8, item 17, resolved): here R3 = |U2^T f_L|^2 / n (the mean over
-the training set, as eq. (18) and the authors' code write it). The paper's Fig. 1 plots
-n times this quantity: at d = 100, n = 1000 our lambda3 = 0 run ends at R3 = 0.386, theirs at
-~390. So the paper's lambda3 equals ours / n, and the paper-scale grid
-{0, 0.01, 0.1, 1, 10, 100} is exactly the paper's {0, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1}.
+Normalization of R3: here R3 = |U2^T f_L|^2 / n (the mean over the training set, as Eq. (18)
+and the authors' code write it). The paper's Fig. 1 plots n times this quantity: at d = 100,
+n = 1000 our lambda3 = 0 run ends at R3 = 0.386, theirs at ~390. So the paper's lambda3 equals
+ours / n, and the paper-scale grid {0, 0.01, 0.1, 1, 10, 100} is exactly the paper's
+{0, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1}.
 """
 
 from __future__ import annotations
@@ -106,20 +73,21 @@ __all__ = ["Regularizer", "RegularizerParams"]
 LQ, LQR, LONLY, QONLY, NTK = "f_L+f_Q", "f_L+f_Q+R3", "f_L only", "f_Q only", "NTK ridgeless"
 LEVEL = "||P_>1 f*||^2"
 X_NAME = "log_d(eta t)"
-#: "Markedly lower" (C10): the best lambda3 cuts the lambda3 = 0 test loss by at least 25%
-#: (the paper: ~0.2 vs ~0.6, spec CALIB at d = 30: 0.12-0.18 vs 0.40-0.53).
+#: "Markedly lower" (Fig. 1, Sec. 5): the best lambda3 cuts the lambda3 = 0 test loss by at
+#: least 25% (the paper: ~0.2 vs ~0.6 at d = 100; small runs at d = 30: 0.12-0.18 vs 0.40-0.53).
 ESCAPE_RATIO = 0.75
 #: ... while keeping R3 at most this fraction of the unregularized run's R3 (the paper: R3
 #: "grows large" at lambda3 = 0 and stays ~0 for good lambda3).
 R3_RATIO = 0.25
-#: Interpolation (C10, "near zero training error"): final train loss <= 2% of E y^2 = 1.
+#: Interpolation (Sec. 5, "near zero training error"): final train loss <= 2% of E y^2 = 1.
 TRAIN_TOL = 0.02
 #: Relative bias allowed between the NTK ridgeless test error and its eigenlearning prediction:
 #: the deterministic equivalent has O(n^{-1/2}) relative corrections (n = 125 at quick: ~9%)
 #: and the finite-width Gram matrix differs from the infinite-width one by O(m^{-1/2}) (~2%).
 NTK_BIAS = 0.12
-#: "Neurons move far beyond the lazy regime" (C11): the largest neuron of the best R3 run moves
-#: at least this many times as far as the largest neuron of the f_L-only fit.
+#: "Neurons move far beyond the lazy regime" (Sec. 1 asks each neuron to move >> m^{-1/2}): the
+#: largest neuron of the best R3 run moves at least this many times as far as the largest neuron
+#: of the f_L-only fit.
 LAZY_RATIO = 2.0
 
 
@@ -199,7 +167,7 @@ class Regularizer(Experiment):
     def cost(self, p: RegularizerParams, scale: str = "quick") -> tuple[float, float | None]:
         """~ (B + 2) n m d steps, B = len(lam3), scaled from the scale's own estimate
         (:meth:`Experiment.anchor`; quick 95 s: 94 s wall and 160 CPU s a seed with two threads on
-        this 2-core machine; paper: one GPU)."""
+        a 2-core CPU; paper: one GPU)."""
         n, _ = self.sizes(p)
         q, per_seed = self.anchor(scale)
         nq, _ = self.sizes(q)

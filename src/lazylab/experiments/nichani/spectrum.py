@@ -1,5 +1,5 @@
 """nichani-spectrum: the NTK feature covariance splits by spherical-harmonic degree (Nichani, Bai
-& Lee 2022, Secs. 1.1 and 4.1, Lemma 15; spec C4-C6).
+& Lee 2022, Secs. 1.1 and 4.1, Lemma 15).
 
 Two panes, both from one initialization of the symmetric-init sigmoid(z - 1) network:
 
@@ -12,7 +12,8 @@ Two panes, both from one initialization of the symmetric-init sigmoid(z - 1) net
   (m/2) d square matrix.
 * the Gram matrix K = Phi Phi^T of n = d^1.5 training points: its top d eigenvalues sit near
   n xi_1 + gamma, then one near n xi_0 + gamma, and the remaining n - n_1 form a flat ridge at
-  the effective ridge gamma_{>1} = d E[sigma'^2] - xi_0 - d xi_1 (Montanari & Zhong; spec C6).
+  the effective ridge gamma_{>1} = d E[sigma'^2] - xi_0 - d xi_1 (Montanari & Zhong 2020; Sec.
+  1.1, Eq. (4)).
 
 Claims: the group means of Sigma-hat over the predicted index ranges match xi_0, xi_1, xi_2;
 the trace equals d E_{tau_d}[sigma'^2] (an identity, reported as a consistency check); the
@@ -42,8 +43,8 @@ __all__ = ["Spectrum", "SpectrumParams"]
 SIGMA, GRAM = "Sigma-hat", "Gram K"
 #: Finite-width / estimation allowance on each Sigma-hat group mean, relative: the group sums
 #: are traces over the top invariant subspaces, exact in expectation for any m by rotation
-#: invariance (spec Sec. 2.6), up to leakage between degrees through the finite-width
-#: off-diagonal blocks, O(sqrt(n_l/(m/2))) relative ...
+#: invariance (each w0_r.x has the same law tau_d), up to leakage between degrees through the
+#: finite-width off-diagonal blocks, O(sqrt(n_l/(m/2))) relative ...
 LEAK = {0: 0.10, 1: 0.05, 2: 0.15}
 #: ... and the sample-covariance bias of eigenvalues near a gap, O(D/N) relative.
 #: Gram ridge: the bottom n - n_1 eigenvalues are gamma (1 + Delta) with ||Delta|| ~

@@ -6,7 +6,8 @@ pair with the same w0_r and opposite output weights a_r = -a_{r+m/2} = +-1, s_m 
 and w0_r ~ N(0, B_x^{-2} I_d) (``weight_std = 1 / B_x``), so w0_r . x ~ N(0, 1) for inputs
 on the sphere of radius B_x (Bai & Lee 2020, Eq. (3)).
 
-* :func:`relu_hermite_coefficient`: mu_p = E[relu(G) He_p(G)] in closed form (spec Sec. 2.8(a)).
+* :func:`relu_hermite_coefficient`: mu_p = E[relu(G) He_p(G)] in closed form (the ReLU kernel
+  of the proof of Lemma 9, App. A.2).
 * :func:`relu_rf_coefficient`: the minimum-norm random-feature coefficient a(w0) of Lemma 9,
 
       a(w0) = alpha (B_x ||beta||)^q / mu_q * He_q(B_x beta_hat . w0),
@@ -23,7 +24,8 @@ on the sphere of radius B_x (Bai & Lee 2020, Eq. (3)).
 
 * :func:`combine_representers`: footnote 5, W* = W_1 + W_2 Sigma (exact sum when the supports
   are disjoint rows, e.g. the 2-XOR representer).
-* :func:`coherent_direction`: the spec's "coherent W" (w_r = c v where a_r = +1, else 0).
+* :func:`coherent_direction`: a "coherent" W (w_r = c v where a_r = +1, else 0), for which
+  f^Q reaches the Theta(1) of Sec. 3.
 * :func:`phase_sine`: sigma(u) = sin(u + phase), analytic with every derivative in closed form.
 
 Example
@@ -73,7 +75,8 @@ def norm_2p(W: torch.Tensor, p: float = 4.0) -> float:
 
 
 def relu_hermite_coefficient(p: int) -> float:
-    """mu_p = E[relu(G) He_p(G)], G ~ N(0, 1) (spec Sec. 2.8(a), [ADDED, verified]).
+    """mu_p = E[relu(G) He_p(G)], G ~ N(0, 1) (the proof of Lemma 9, App. A.2, uses the kernel
+    coefficients c_p; this closed form is ours, checked numerically).
 
     mu_0 = 1/sqrt(2 pi), mu_1 = 1/2, mu_{2l} = (-1)^{l+1} (2l - 3)!! / sqrt(2 pi) for l >= 1
     (with (-1)!! = 1), and mu_p = 0 for odd p >= 3. The ReLU kernel coefficients are
@@ -226,7 +229,7 @@ def xor_representer(net: TwoLayerNet, i: int = 0, j: int = 1) -> QuadraticRepres
 
 
 def coherent_direction(net: TwoLayerNet, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """(m, d) W with w_r = scale * v where a_r > 0 and 0 elsewhere (spec Sec. 5, "coherent W").
+    """(m, d) W with w_r = scale * v where a_r > 0 and 0 elsewhere (a "coherent" W).
 
     With scale = m^{-1/4}, f^Q_W = Theta(1) and f^L_W = Theta(m^{1/4}); an incoherent W (iid
     rows independent of a) would make f^Q cancel between the two halves.

@@ -13,13 +13,14 @@ Rows are neurons (W is (m, d)); a_r = +1 on the first half and -1 on the second.
   k = 2 (target (beta.x)^3): c_r^2 = 4 d |beta.w0_r| / (sqrt(m) |E[z sigma''(z)]|) on the copy
   with a_r = sign((beta.w0_r) E[z sigma'']), by Funk-Hecke E_w[(beta.w) sigma''(w.x)] =
   E[z sigma''(z)] (beta.x)/d; ||W_Q||_{2,4}^4 ~ 8 d / E[z sigma'']^2 = O(d^{k-1}).
-  E is over z ~ tau_d (spec Sec. 2.10: the Gaussian constant leaves an error floor).
+  E is over z ~ tau_d, the law of w0_r.x on the sphere (the Gaussian constant E over
+  N(0, 1) would leave an error floor that does not shrink with m).
 * :func:`construct_wl`: for f_1(x) = b0 + u.x,
   w_r = a_r (u / (sqrt(m) E[sigma']) + b0 w0_r / (sqrt(m) E[z sigma'])), so f_L -> b0 + u.x and
   ||W_L||_F^2 = O(1).
 * :func:`random_signs`: signs s_r per neuron (balanced on the moved half: sum s_r = 0), and
   W* = W_L + S W_Q with S = diag(s) acting on rows. f_Q(S W) = f_Q(W) exactly, while f_L(S W_Q)
-  loses coherence: E_S f_L(x; S W)^2 = (1/m) sum_r sigma'(w0_r.x)^2 (x.w_r)^2 (spec Sec. 2.4).
+  loses coherence: E_S f_L(x; S W)^2 = (1/m) sum_r sigma'(w0_r.x)^2 (x.w_r)^2 (Sec. 4.1).
 """
 
 from __future__ import annotations
@@ -89,8 +90,8 @@ def random_signs(m: int, *, generator: torch.Generator, balanced: bool = True,
 
     ``balanced=True``: within each half (r < m/2 and r >= m/2) exactly half the signs are +1,
     so for a W moving one half sum_r s_r over the moved neurons is 0, which removes the shared
-    Gaussian factor that the constant Hermite part of sigma' gives E_n f_L(S W_Q)^2 (spec
-    Sec. 2.10). Otherwise i.i.d. Rademacher.
+    Gaussian factor that the constant Hermite part of sigma' gives E_n f_L(S W_Q)^2 (the
+    paper's S of Sec. 4.1 is i.i.d.). Otherwise i.i.d. Rademacher.
     """
     if int(m) != m or m < 2 or m % 2:
         raise ValueError(f"m must be an even integer >= 2; got {m!r}")

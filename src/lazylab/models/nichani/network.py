@@ -6,8 +6,8 @@ The network (Eq. (1)) with the symmetric initialization of Eqs. (8)-(9):
     a_r = +1 (r < m/2), -1 (r >= m/2),   w0_r ~ Unif(S^{d-1}(1)),   w0_{r+m/2} = w0_r,
 
 so f(x; 0) = 0 exactly; W (rows w_r, the displacement) is trained from 0. The activation is the
-shifted sigmoid sigma(z) = 1/(1 + exp(b - z)) with b = 1 as in the authors' code (spec
-Sec. 2.3). About W = 0 (Eqs. (11)-(12)):
+shifted sigmoid sigma(z) = 1/(1 + exp(b - z)) of Sec. 2.1 with b = 1 as in the authors' code.
+About W = 0 (Eqs. (11)-(12)):
 
     f_L(x; W) = m^{-1/2} sum_r a_r sigma'(w0_r.x) (x.w_r)            = <phi(x), W>,
     f_Q(x; W) = m^{-1/2} sum_r a_r sigma''(w0_r.x) (x.w_r)^2 / 2.
@@ -20,7 +20,7 @@ set, so that for a batch of displacements W (B, m, d) and Z = X W^T (B, n, m)
     f_L = (D1 * Z) 1,   f_Q = (D2 * Z * Z) 1 / 2,
     grad_W sum_i g_i (f_L + f_Q)(x_i) = [diag(g) (D1 + D2 * Z)]^T X,
 
-two GEMMs of size n x m x d per step and no autodiff (spec Sec. 2.4, "batched form").
+two GEMMs of size n x m x d per step and no autodiff.
 
 Example
 -------
@@ -70,7 +70,8 @@ def shifted_sigmoid(b: float = 1.0) -> Activation:
 
     Satisfies Assumption 2 (|sigma|, |sigma'|, |sigma''| < 1); a generic shift b != 0 makes
     the Gegenbauer coefficients of sigma' and sigma'' nonzero at every degree (the likely
-    content of Assumption 3, spec Sec. 2.3). Cached, so equal b gives the same object.
+    content of Assumption 3, which Sec. 2.1 only names). Cached, so equal b gives the same
+    object.
     """
     b = float(b)
     if not math.isfinite(b):
@@ -152,7 +153,7 @@ class TaylorFeatures:
         return self.D1.unsqueeze(-1) * self.X.unsqueeze(1)
 
     def gram(self, other: TaylorFeatures | None = None) -> torch.Tensor:
-        """Empirical NTK Gram K = Phi Phi'^T = (D1 D1'^T) * (X X'^T) (spec Sec. 2.5)."""
+        """Empirical NTK Gram K = Phi Phi'^T = (D1 D1'^T) * (X X'^T) (Phi as in Eq. (4))."""
         o = self if other is None else other
         return (self.D1 @ o.D1.T) * (self.X @ o.X.T)
 

@@ -9,7 +9,7 @@ For a risk R(W) and a planted W* (rows w*_r), with Sigma' = diag(iid Unif{+-1}):
 
     E_Sigma' grad^2 R(W)[W* Sigma', W* Sigma'] <= <grad R(W), W> - 2 (R(W) - OPT) + err.   (*)
 
-For the clean risk L^Q (Lemma 1; spec Sec. 3.3) the left side splits exactly into
+For the clean risk L^Q (Lemma 1; its proof, App. B.1) the left side splits exactly into
 
     term I  = (2/n) sum_i l'(y_i, f^Q_W(x_i)) f^Q_{W*}(x_i)      (Sigma' D_i Sigma' = D_i)
     E term II = (1/n) sum_i l''(y_i, f^Q_W(x_i)) s_m^2 sum_r a_r^2 sigma''(w0_r.x_i)^2
@@ -171,7 +171,8 @@ def squared_landscape_terms(net: TwoLayerNet, X: torch.Tensor, y: torch.Tensor,
     """The exact pieces of Lemma 1 and Theorem 2 at U for the squared loss l = (y - z)^2 / 2.
 
     With Z = X W0^T, V = X U^T, C = X U*^T (n x m), P_k = sigma^(k)(Z + V),
-    M_k = sigma^(k)(Z - V), s = s_m, the randomized risk is exact (spec Sec. 3.3),
+    M_k = sigma^(k)(Z - V), s = s_m, the randomized risk is exact (the signs are independent
+    across neurons),
 
         L~(U) = (1/2) mean_i [(y_i - mu_i)^2 + v_i],
         mu_i = s sum_r a_r (P0 + M0)_ir / 2,   v_i = s^2 sum_r a_r^2 h_ir^2,  h = (P0 - M0) / 2,

@@ -8,11 +8,13 @@ U (Bai & Lee's W), with Sigma = diag(iid Unif{+-1}):
     L^Q(U)      = mean_i l(y_i, f^Q_U(x_i)),
     f^Q_U(x)    = (s_m / 2) sum_r a_r sigma''(w0_r . x) (u_r . x)^2                 (Sec. 4.1)
 
-For the squared loss the randomized risk is exact (spec Sec. 3.3, [ADDED]):
+For the squared loss the randomized risk is exact (not stated in the paper; it follows from
+the independence of the signs across neurons, Eq. (2)):
 E_Sigma (y - f)^2 = (y - E_Sigma f)^2 + Var_Sigma f, with the per-neuron moments of
 :class:`lazylab.models.SignRandomizedNet`. Other losses use Monte Carlo over Sigma.
 
-Training recipe (spec Sec. 3.6): gradient descent on L~ (+ the regularizer), either with a
+Training recipe (the paper fixes no algorithm or step size; Sec. 4 points to saddle-escaping
+methods such as noisy SGD): gradient descent on L~ (+ the regularizer), either with a
 fresh Sigma per step (``objective="fresh_sigma"``, an unbiased stochastic gradient of L~) or on
 the exact squared-loss L~ (``objective="exact"``), optionally with Langevin noise, started from
 a small random U: U = 0 is a stationary point (a saddle) of L~, so plain GD from 0 never moves.
@@ -72,7 +74,8 @@ def _check_xy(X: torch.Tensor, y: torch.Tensor) -> None:
 
 
 def sign_moments(rnet: SignRandomizedNet, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(E_Sigma f, Var_Sigma f) of f(X; W0 + U Sigma) in one pass (spec Sec. 2.5):
+    """(E_Sigma f, Var_Sigma f) of f(X; W0 + U Sigma) in one pass (exact: the signs of Eq. (2) are
+    independent across neurons):
 
         E_Sigma f   = s_m sum_r a_r [sigma(w0_r.x + u_r.x) + sigma(w0_r.x - u_r.x)] / 2 (+ c),
         Var_Sigma f = s_m^2 sum_r a_r^2 [(sigma(w0_r.x + u_r.x) - sigma(w0_r.x - u_r.x)) / 2]^2.
@@ -92,7 +95,7 @@ def sign_moments(rnet: SignRandomizedNet, X: torch.Tensor) -> tuple[torch.Tensor
 
 
 def linear_term_second_moment(rnet: SignRandomizedNet, X: torch.Tensor) -> torch.Tensor:
-    """E_Sigma (f^L_{U Sigma}(x))^2 = s_m^2 sum_r a_r^2 sigma'(w0_r . x)^2 (u_r . x)^2 (spec C5).
+    """E_Sigma (f^L_{U Sigma}(x))^2 = s_m^2 sum_r a_r^2 sigma'(w0_r . x)^2 (u_r . x)^2 (Sec. 3).
 
     E_Sigma f^L_{U Sigma} = 0, so this is also its variance; it is O(m^{-1/2} ||U||_{2,4}^2)
     (Lemma 11(a)), the implicit penalty inside the squared-loss randomized risk.
@@ -187,7 +190,8 @@ def train_randomized(rnet: SignRandomizedNet, X: torch.Tensor, y: torch.Tensor, 
                      log_points: int = 10,
                      eval_fn: Callable[[torch.nn.Module], Mapping[str, float]] | None = None,
                      ) -> History:
-    """Full-batch GD on L~_lam(U) = L~(U) + lam ||U||_{2,4}^8, in place (spec Sec. 3.6).
+    """Full-batch GD on L~_lam(U) = L~(U) + lam ||U||_{2,4}^8, in place (Sec. 4; the paper fixes
+    no step size).
 
     Parameters
     ----------

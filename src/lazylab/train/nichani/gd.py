@@ -6,7 +6,7 @@ every step updates W (B, m, d) by perturbed gradient descent (Eq. (21)):
     W <- W - eta (grad_W [ E_n (y - f)^2 + lambda3 R3(W) ] + Xi),  Xi_ij ~ N(0, s^2/(m d)),
 
 with f = f_L + f_Q (or one of them: the ``terms`` argument) and the square loss as a plain mean
-(authors' code, spec Sec. 3.5). The gradient is closed form (spec Sec. 2.4):
+(as in the authors' code for Fig. 1, Sec. 5). The gradient is closed form (from Eq. (12)):
 
     grad_W = [ diag(c + lambda3 (2/n) P2 f_L) D1 + diag(c) D2 * Z ]^T X,
     c = (2/n)(f - y),  Z = X W^T,  f_L = rowsum(D1 * Z),  f_Q = rowsum(D2 * Z * Z)/2,

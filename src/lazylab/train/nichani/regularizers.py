@@ -1,5 +1,5 @@
 """Nichani, Bai & Lee (2022)'s regularizers R1-R4 (Eqs. (16)-(19), r = n_k as Eqs. (24)-(27)),
-each with its analytic gradient in W, never forming an md x md matrix (spec Sec. 3.2).
+each with its analytic gradient in W, never forming an md x md matrix (Sec. 3 and 4.1).
 
 With phi the NTK features (f_L(x; W) = <phi(x), W>), Sigma = E phi phi^T and Pi_{<=r} / Pi_{>r}
 the projectors on its top r / remaining eigenvectors:
@@ -20,7 +20,8 @@ the projectors on its top r / remaining eigenvectors:
   empirical Sigma-hat = Phi'^T Phi'/N'); gradients (2/N') Phi'^T (projected f_L).
 * :class:`R1Stochastic` is the authors' stochastic R1: fresh inputs X_s each step and the
   training V1: f_L(x; V1 V1^T W) = K(x, X) U1 Lambda1^{-1} U1^T f_L(X; W).
-* :class:`R1Harmonic` is the harmonic (infinite-width) R1 for k = 1 (spec Sec. 3.2): the top
+* :class:`R1Harmonic` is the harmonic (infinite-width) R1 for k = 1 (Sec. 3 suggests the
+  harmonic expansion of sigma' as an alternative to unlabeled data): the top
   n_1 = d + 1 eigenvectors of Sigma are the degree <= 1 functions, so R2 ~ ||P_{<=1} f_L||^2 =
   (E f_L)^2 + |E[f_L x]|^2 (the basis {1, x_1..x_d} is orthonormal on S^{d-1}(sqrt d)) in
   closed form, and R1 ~ E_mu f_L^2 - R2 with E_mu f_L^2 a Monte Carlo mean over fresh inputs.
@@ -175,7 +176,7 @@ class R1Stochastic:
 
 @dataclass
 class R1Harmonic:
-    """Harmonic (infinite-width) R1 and R2 for k = 1, R2 in closed form (spec Sec. 3.2).
+    """Harmonic (infinite-width) R1 and R2 for k = 1, R2 in closed form (Eqs. (24)-(25)).
 
     With z = w0_r . x ~ tau_d (|w0_r| = 1), E[sigma'(z) x] = c0 w0_r and
     E[sigma'(z) x x^T] = alpha I + beta w0_r w0_r^T, where
