@@ -1,7 +1,7 @@
 """Cost of a 12-configuration (lr x wd) grid trained as one batched ensemble vs one configuration.
 
 Allen-Zhu & Li (2019), Sec. 8 protocol at the quick sizes of ``allenzhu-performance``: T1 data
-(d = 30, k = 15), N = 500, batch 50, the three learners at width m. Target (issue 9): the grid
+(d = 30, k = 15), N = 500, batch 50, the three learners at width m. Target: the grid
 costs at most 4x one configuration on CPU. Both timings are taken in the same run, interleaved,
 best of ``--repeats``.
 

@@ -11,7 +11,7 @@ over the limit, so n = ``--samples-per-column`` x p lands within ~1/(that factor
 
 Prints: time, CG iterations, test risk R/R0 (exact population risk of the fitted quadratic
 form), the exact limit for the same W (theory.ghorbani_population: ||P_perp B P_perp||^2/||B||^2
-for qf, the CG minimiser of spec C9 for mg), and the expected finite-n excess.
+for qf, the CG minimiser of nt_mg_population for mg), and the expected finite-n excess.
 
 With ``--compare-lstsq`` the same W and n are also fitted by the quick scale's former protocol
 (normal equations in a basis of S_W, ``common.fit_nt_lstsq``, float64) and the ratio of the two

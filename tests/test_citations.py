@@ -31,26 +31,7 @@ PATTERNS = {
 #: exact text (path relative to the package, stripped line) so that no new one can hide behind
 #: them. Each should go once its file is edited; an entry that no longer matches any line
 #: exempts nothing.
-PENDING: frozenset[tuple[str, str]] = frozenset({
-    ("experiments/__init__.py", "#: Paper keys as in PRODUCT.md."),
-    ("experiments/base.py", "Principles every claim follows (lazylab issue 11; the registry "
-                            "contract test checks the"),
-    ("experiments/base.py", "The standard columns (PRODUCT.md): which model/curve, the x axis "
-                            "name and value, the"),
-    ("experiments/base.py", '"""The claims.json record: the PRODUCT.md keys (``held`` boolean) '
-                            'plus the rest."""'),
-    ("runner/cost.py", '"""The cost guard (lazylab issue 12, item 7): estimate before starting, '
-                       'refuse what cannot fit.'),
-    ("runner/lock.py", '"""An exclusive lock per output folder and experiment (lazylab issue 12, '
-                       'item 3).'),
-    ("runner/manifest.py", "well under a second (lazylab issue 12, item 10). The manifest is "
-                           "generated from each pydantic"),
-    ("runner/policy.py", "(lazylab issue 12, item 1: with ``cores // workers`` threads per "
-                         "worker, ``arora-spectrum``"),
-    ("runner/policy.py", "use every core in every worker (issue 12: the policy's thread count "
-                         "holds for all of them)."),
-    ("runner/pool.py", "no orphaned worker (lazylab issue 12, item 2)."),
-})
+PENDING: frozenset[tuple[str, str]] = frozenset()
 
 
 def find_citations(root: Path = SRC) -> list[str]:

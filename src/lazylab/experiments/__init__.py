@@ -14,7 +14,7 @@ __all__ = [
 
 REGISTRY: dict[str, Experiment] = {}
 
-#: Paper keys as in PRODUCT.md.
+#: Paper keys (the short names used in experiment ids, the CLI and the docs).
 PAPERS = {
     "arora": "Arora, Du, Hu, Li, Wang 2019, Fine-Grained Analysis of Optimization and "
              "Generalization for Overparameterized Two-Layer Neural Networks",

@@ -23,7 +23,7 @@ An :class:`Experiment` declares
 * ``robustness_axes``: 1-3 parameters with 3 values each (the default among them) at which the
   quick scale keeps its time contract and the claims should still hold.
 
-Principles every claim follows (lazylab issue 11; the registry contract test checks the
+Principles every claim follows (the registry contract test checks the
 mechanical ones)
 -----------------------------------------------------------------------------------------------
 1. **Error model first.** A claim states where its measured number can deviate from the paper's
@@ -94,7 +94,7 @@ def row(method: str, x_name: str, x: float, metric: str, value: float,
     Parameters
     ----------
     method, x_name, x, metric, value
-        The standard columns (PRODUCT.md): which model/curve, the x axis name and value, the
+        The standard columns of results.csv (see lazylab.report): which model/curve, the x axis name and value, the
         measured quantity and its value.
     kind
         ``"simulation"`` (measured, one row per seed) or ``"theory"`` (a closed form).
@@ -225,7 +225,8 @@ class Claim:
         return abs(m - e) / t
 
     def to_dict(self) -> dict[str, Any]:
-        """The claims.json record: the PRODUCT.md keys (``held`` boolean) plus the rest."""
+        """The claims.json record: id, statement, held (boolean), measured, expected, tolerance
+        (see lazylab.report), plus the rest."""
         return {
             "id": self.id, "statement": self.statement, "held": self.held,
             "status": self.status, "measured": self.measured, "expected": self.expected,

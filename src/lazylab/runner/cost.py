@@ -1,4 +1,4 @@
-"""The cost guard (lazylab issue 12, item 7): estimate before starting, refuse what cannot fit.
+"""The cost guard: estimate before starting, refuse what cannot fit.
 
 ``reproduce`` prints each experiment's estimated time and peak memory (from
 :meth:`Experiment.cost`, scaled by the seed count), refuses a run whose peak memory exceeds the

@@ -1,4 +1,4 @@
-"""An exclusive lock per output folder and experiment (lazylab issue 12, item 3).
+"""An exclusive lock per output folder and experiment.
 
 Two runs writing the same experiment into one ``--out`` would delete or recompute each other's
 units. :class:`RunLock` takes ``fcntl.flock`` on ``DIR/.ID.lock`` for the whole run and writes

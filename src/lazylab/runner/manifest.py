@@ -4,7 +4,7 @@
 against this manifest before the registry is imported (importing it imports torch, scipy,
 matplotlib and every experiment module: seconds), so an unknown key, a non-numeric or
 non-finite number, a value outside its bounds or a choice that does not exist is refused in
-well under a second (lazylab issue 12, item 10). The manifest is generated from each pydantic
+well under a second. The manifest is generated from each pydantic
 parameter model's ``model_json_schema()`` by :func:`build_manifest` and stored next to this
 module in ``param_manifest.json``; ``tests/test_param_manifest.py`` keeps it equal to the
 registry (regenerate with ``make manifest``, i.e. ``python -m lazylab.runner.manifest``).

@@ -3,8 +3,8 @@
 Threads, determinism, matmul precision and the memory budget are part of the run's spec and are
 applied identically in the main process, in every pool worker and in every Ray task, so a unit's
 numbers do not depend on ``--workers``, on the backend, or on whether the run was resumed
-(lazylab issue 12, item 1: with ``cores // workers`` threads per worker, ``arora-spectrum``
-differed in the last digits between 1 and 2 workers). Experiments never call
+(with ``cores // workers`` threads per worker, ``arora-spectrum`` differed in the last
+digits between 1 and 2 workers). Experiments never call
 ``torch.set_num_threads``.
 
 >>> p = ExecutionPolicy(threads=2)
@@ -101,7 +101,7 @@ def limit_blas(threads: int) -> None:
     """Cap the BLAS thread pools of numpy and scipy (OpenBLAS, MKL, BLIS) at ``threads``.
 
     torch's own pools follow ``torch.set_num_threads``; numpy's and scipy's BLAS would otherwise
-    use every core in every worker (issue 12: the policy's thread count holds for all of them).
+    use every core in every worker (the policy's thread count must hold for all of them).
     numpy and scipy.linalg are imported first so that their BLAS libraries are loaded when the
     limit is applied (threadpoolctl only reaches libraries already loaded).
     """

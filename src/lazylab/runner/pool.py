@@ -5,7 +5,7 @@ Each worker receives the :class:`~lazylab.runner.job.Job` once, through the pool
 as every other process: results do not depend on ``--workers``), ignores SIGINT (the main
 process stops it) and dies with its parent: ``PR_SET_PDEATHSIG`` on Linux plus a watchdog
 thread that exits when the parent process is gone, so a ``kill -9`` of the main process leaves
-no orphaned worker (lazylab issue 12, item 2).
+no orphaned worker.
 """
 
 from __future__ import annotations
