@@ -27,10 +27,8 @@ PATTERNS = {
     "issue number": re.compile(r"\bissue \d", re.IGNORECASE),
 }
 
-#: Citations in files that are being edited elsewhere at the time of writing, exempt by their
-#: exact text (path relative to the package, stripped line) so that no new one can hide behind
-#: them. Each should go once its file is edited; an entry that no longer matches any line
-#: exempts nothing.
+#: Exempt lines by exact text (path relative to the package, stripped line), so that no other
+#: citation can hide behind them; none are left.
 PENDING: frozenset[tuple[str, str]] = frozenset()
 
 

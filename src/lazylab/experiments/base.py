@@ -94,8 +94,8 @@ def row(method: str, x_name: str, x: float, metric: str, value: float,
     Parameters
     ----------
     method, x_name, x, metric, value
-        The standard columns of results.csv (see lazylab.report): which model/curve, the x axis name and value, the
-        measured quantity and its value.
+        The standard columns of results.csv (see lazylab.report): which model/curve, the x
+        axis name and value, the measured quantity and its value.
     kind
         ``"simulation"`` (measured, one row per seed) or ``"theory"`` (a closed form).
     **facets
