@@ -1,0 +1,44 @@
+"""The cost guard's peak-memory estimates against measured peaks (within 2x, both ways).
+
+Each case runs in a fresh process (its peak resident set is then the experiment's own) at
+sizes where the experiment's arrays, not the interpreter, dominate where possible.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+CASES = [
+    ("nichani-regularizer", {"d": 16, "m": 4000, "n_test": 3000, "steps": 30}),
+    ("nichani-regularizer", {"d": 16, "m": 2000, "n_test": 6000, "steps": 30}),
+    ("arora-spectrum", {}),
+]
+
+SCRIPT = """
+import json, resource, sys, torch
+from lazylab.experiments import get_experiment
+from lazylab.runner import ExecutionPolicy, resolve_spec
+from lazylab.runner.cost import estimate
+from lazylab.testing import run_in_memory
+exp_id, sets = sys.argv[1], json.loads(sys.argv[2])
+spec = resolve_spec(get_experiment(exp_id), "quick", {k: str(v) for k, v in sets.items()},
+                    1, torch.device("cpu"), ExecutionPolicy(threads=1))
+run_in_memory(exp_id, {k: spec.params.model_dump()[k] for k in sets})
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"estimate": estimate(spec).peak_bytes, "measured": peak}))
+"""
+
+
+@pytest.mark.parametrize(("exp_id", "sets"), CASES,
+                         ids=[f"{e}-{'-'.join(f'{k}{v}' for k, v in s.items())}" for e, s in CASES])
+def test_peak_estimate_within_2x_of_the_measured_peak(exp_id, sets):
+    out = subprocess.run([sys.executable, "-c", SCRIPT, exp_id, json.dumps(sets)],
+                         capture_output=True, text=True, timeout=600, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["estimate"] is not None, f"{exp_id} has no memory model"
+    ratio = got["measured"] / got["estimate"]
+    assert 0.5 <= ratio <= 2.0, (exp_id, sets, got)
