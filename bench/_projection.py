@@ -6,8 +6,8 @@ paper seed count, the runner's groups are planned (:func:`lazylab.runner.spec.pl
 alike (a batched group's label; for single units the method and other non-numeric keys), and
 in each a few seed-0 groups, evenly spaced in size (the numeric key of widest range, e.g. N),
 run with every training loop capped (:mod:`lazylab.train.meter`) at ``cap`` and ``2 cap``
-steps under an operation and a flop counter, and timed at ``tcap`` and ``2 tcap`` steps. Each
-group's uncapped cost is extrapolated loop by loop (:func:`lazylab.train.meter.extrapolate`);
+steps under an operation and a flop counter, and timed at the same caps (or at ``tcap`` and
+``2 tcap`` steps where the extra steps take under :data:`MIN_TIMED` seconds). Each group's uncapped cost is extrapolated loop by loop (:func:`lazylab.train.meter.extrapolate`);
 every group of a stratum then costs the log-log interpolation of the measured ones at its
 size, and the experiment
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import signal
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +50,8 @@ LAUNCH_SECONDS = 5e-6
 #: The GPU machine's host (16 cores) against one thread here, for numpy and LAPACK work: an
 #: assumption, checked only through the measured rows (bench_paper_scale.py prints them).
 HOST_SPEEDUP = 4.0
+#: Seconds a loop's extra steps must take for their timing to be trusted over timer jitter.
+MIN_TIMED = 0.2
 
 
 class OpCounter(TorchDispatchMode):
@@ -152,15 +155,24 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device
                    ) -> tuple[Cost, int, bool]:
     """Extrapolated uncapped cost of one group; (cost, loops seen, exact). Operations, flop
     and time inside operations are counted at caps ``cap`` and ``2 cap`` (counts are exact);
-    wall and CPU seconds are timed at ``tcap`` and ``2 tcap`` (enough steps that the timer's
+    wall and CPU seconds are timed at the same caps, or where a loop's extra steps take less
+    than :data:`MIN_TIMED` seconds at ``tcap`` and ``2 tcap`` (enough steps that the timer's
     jitter is small against their difference)."""
     timed = []
-    for k in (tcap, 2 * tcap):
+    for k in (cap, 2 * cap):
         with capped(k, _timed_probe(device)) as m:
             call()
         timed.append(m)
         if not m.loops:  # nothing to extrapolate: one run of each kind
             break
+    if len(timed) == 2 and tcap > cap and any(
+            _per_step(timed[0], timed[1], i)[0] * cap < MIN_TIMED
+            for i in range(len(timed[0].loops))):
+        timed = []  # steps too short to time at the small caps: time more of them
+        for k in (tcap, 2 * tcap):
+            with capped(k, _timed_probe(device)) as m:
+                call()
+            timed.append(m)
     counted = []
     for k in (cap, 2 * cap)[:len(timed)]:
         with OpCounter() as oc, FlopCounterMode(display=False) as fc:
@@ -239,7 +251,7 @@ def stratum(g: WorkGroup) -> tuple:
 
 
 def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
-            limit: float, tcap: int = 20) -> Projection:
+            limit: float, tcap: int = 20, verbose: bool = False) -> Projection:
     """The projection of one experiment (module docstring): the groups are split into strata
     (:func:`stratum`); up to ``sample`` seed-0 groups of each, evenly spaced in size
     (:func:`size_key`, smallest first), are measured, and each group of the stratum costs the
@@ -283,6 +295,10 @@ def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
             points.append((size(first[i]), c))
+            if verbose:
+                print(f"    {exp_id} {first[i].label or first[i].units[0].key_json}: "
+                      f"{c.wall:.1f} s here, H100 model {c.h100:.2f} s", file=sys.stderr,
+                      flush=True)
             loops, exact = loops + n_loops, exact and ok
         total = total + sum((interpolate(points, size(g)) for g in members), Cost())
         sampled += len(points)

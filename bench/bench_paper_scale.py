@@ -204,7 +204,7 @@ def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, A
         t0 = time.perf_counter()
         try:
             pr = project(exp_id, cap=a.cap, sample=a.sample, device=device, limit=a.limit,
-                         tcap=a.tcap)
+                         tcap=a.tcap, verbose=a.verbose)
         except Timeout as e:
             print(f"{exp_id:<22} not projected: a piece ran {e}")
             out[exp_id] = {"error": f"a piece ran {e}"}
@@ -254,6 +254,7 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--only", nargs="*", default=None, help="experiment ids")
+    ap.add_argument("--verbose", action="store_true", help="print every measured group")
     ap.add_argument("--part", choices=("all", "projection", "ratios"), default="all")
     ap.add_argument("--write-estimates", action="store_true",
                     help="store the projections as the registry's paper-scale estimates")
