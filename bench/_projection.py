@@ -7,7 +7,8 @@ alike (a batched group's label; for single units the method and other non-numeri
 in each a few seed-0 groups, evenly spaced in size (the numeric key of widest range, e.g. N),
 run with every training loop capped (:mod:`lazylab.train.meter`) at ``cap`` and ``2 cap``
 steps under an operation and a flop counter, and timed at the same caps (or at ``tcap`` and
-``2 tcap`` steps where the extra steps take under :data:`MIN_TIMED` seconds). Each group's uncapped cost is extrapolated loop by loop (:func:`lazylab.train.meter.extrapolate`);
+``2 tcap`` steps where the extra steps take under :data:`MIN_TIMED` seconds). Each group's
+uncapped cost is extrapolated loop by loop (:func:`lazylab.train.meter.extrapolate`);
 every group of a stratum then costs the log-log interpolation of the measured ones at its
 size, and the experiment
 
