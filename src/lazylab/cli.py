@@ -310,7 +310,7 @@ def experiments_markdown() -> str:
     # modules happened to be imported first).
     exps = sorted(exps, key=lambda e: (PAPER_KEYS.index(e.paper) if e.paper in PAPER_KEYS
                                        else len(PAPER_KEYS), e.id))
-    lines = ["| id | paper | what it shows | quick (2-core CPU) | paper scale (one GPU) |",
+    lines = ["| id | paper | what it shows | quick (2-core CPU) | paper scale (one H100) |",
              "|---|---|---|---|---|"]
     def cell(text: str) -> str:
         return text.replace("|", "\\|")  # a pipe would end the Markdown cell
@@ -339,7 +339,7 @@ def list_cmd(markdown: Annotated[bool, typer.Option(
         t.add_column("figure")
         t.add_column("what it shows")
         t.add_column("quick", justify="right", no_wrap=True)
-        t.add_column("paper scale", justify="right", no_wrap=True)
+        t.add_column("paper (H100)", justify="right", no_wrap=True)
         exps = all_experiments()
         if not exps:
             raise LazylabError("no experiments are registered")
@@ -347,7 +347,9 @@ def list_cmd(markdown: Annotated[bool, typer.Option(
             t.add_row(e.id, escape(e.paper), escape(e.figure), escape(e.summary),
                       _duration(e.est_seconds.get("quick")), _duration(e.est_seconds.get("paper")))
         _out().print(t)
-        _out().print("quick: 2-core CPU; paper scale: one GPU. `lazylab show ID` for details.")
+        _out().print("quick: measured on a 2-core CPU; paper: projected for one H100 by "
+                     "bench/bench_paper_scale.py where it ran, else a measured or hand estimate "
+                     "(docs/paper-scale.md). `lazylab show ID` for details.")
 
 
 @app.command()

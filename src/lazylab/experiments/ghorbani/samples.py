@@ -211,7 +211,9 @@ class SamplesExperiment(Experiment):
 
     def _monotone(self, cid: str, statement: str, results: Results, method: str) -> Claim:
         model = ("seed noise: a rise between consecutive evaluation points counts only beyond "
-                 "3 SE of the difference (SE over seeds) + 0.005")
+                 "3 SE of the difference + 0.005; the SE is the larger of the two points' SEs "
+                 "over seeds combined and the SE of the per-seed rise pooled over all pairs "
+                 "(a two-seed SE alone has one degree of freedom and is often far too small)")
         st = sim_stats(results, method, sd_metric=None)
         xs = sorted(st)
         n_seeds = results.series(method, "risk").n
@@ -221,12 +223,15 @@ class SamplesExperiment(Experiment):
         if len(xs) < 2:
             return Claim.verdict(cid, statement, False, math.nan, 0.0, math.nan,
                                  error_model=model, details={"reason": "fewer than 2 points"})
-        rises = [(st[b][0] - st[a][0], K_SE * math.hypot(st[a][1], st[b][1]) + ABS_FLOOR, b)
+        pooled = _pooled_rise_se(results, method, xs)
+        rises = [(st[b][0] - st[a][0],
+                  K_SE * max(math.hypot(st[a][1], st[b][1]), pooled) + ABS_FLOOR, b)
                  for a, b in zip(xs, xs[1:], strict=False)]
         worst = max(rises, key=lambda t: t[0] - t[1])
         return Claim.verdict(cid, statement, worst[0] <= worst[1], worst[0], 0.0, worst[1],
                              error_model=model, details={"at_x": worst[2],
-                                                         "points": len(xs)})
+                                                         "points": len(xs),
+                                                         "pooled rise SE": pooled})
 
     def _before_cut(self, cid: str, statement: str, results: Results, method: str,
                     x_end: float, x_cut: float) -> Claim:
@@ -291,3 +296,19 @@ class SamplesExperiment(Experiment):
                      title=f"{self.target_name}, d = {p.d}, N = {N} (one-pass SGD, batch "
                            f"{p.batch_size})")
         return fig
+
+
+def _pooled_rise_se(results: Results, method: str, xs: list[float]) -> float:
+    """SE of the mean rise r(b) - r(a) over seeds, from the per-seed rises of every pair of
+    consecutive points pooled (sum of squared deviations over sum of degrees of freedom)."""
+    per_seed: dict[Any, dict[float, float]] = {}
+    for r in results.select(method=method, metric="risk", kind="simulation"):
+        per_seed.setdefault(r["seed"], {})[float(r["x"])] = float(r["value"])
+    ss, dof = 0.0, 0
+    for a, b in zip(xs, xs[1:], strict=False):
+        d = [v[b] - v[a] for v in per_seed.values() if a in v and b in v]
+        if len(d) >= 2 and all(math.isfinite(x) for x in d):
+            mean = sum(d) / len(d)
+            ss += sum((x - mean) ** 2 for x in d)
+            dof += len(d) - 1
+    return math.sqrt(ss / dof / len(per_seed)) if dof else 0.0
