@@ -120,7 +120,7 @@ class Projection:
         return self.fixed + self.per_group.scaled(self.groups)
 
 
-class Timeout(Exception):
+class Timeout(BaseException):  # not swallowed by the code under measurement
     pass
 
 
