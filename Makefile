@@ -46,8 +46,10 @@ docs: $(VENV)/.docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	@echo "site/index.html"
 
+# ruff, then mypy over the public API (the files listed in pyproject.toml's [tool.mypy]).
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples
+	$(BIN)/mypy
 
 # Each benchmark prints its numbers and merges them into runs/bench.json ($$LAZYLAB_BENCH_JSON).
 bench: $(STAMP)

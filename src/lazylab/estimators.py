@@ -147,6 +147,7 @@ class RandomFeaturesRegressor(_TorchRegressor):
             with torch.no_grad():
                 model.a.copy_(coef)
                 if self.fit_intercept:
+                    assert model.c is not None  # bias=self.fit_intercept above
                     model.c.copy_(intercept)
         self.model_, self._coef, self._intercept = model, coef, intercept
         self.coef_ = coef.detach().cpu().numpy()
@@ -231,7 +232,7 @@ class KernelRegressor(_TorchRegressor):
                                 bandwidth=self.bandwidth)
         self.solver_ = self._choose(len(Xt))
         if self.solver_ == "direct":
-            self.alpha_ = kernel_ridge(self._kfn(Xt), yt, ridge=float(self.ridge))
+            self.alpha_ = kernel_ridge(self._kfn(Xt, None), yt, ridge=float(self.ridge))
             self.fit_ = None
             self.n_iter_ = 1  # one factorization
         else:

@@ -132,19 +132,25 @@ def perturbations(results: Results) -> Iterator[tuple[str, Results]]:
             xmin[r["x_name"]] = min(xmin.get(r["x_name"], math.inf), x)
     for name, x0 in xmin.items():
         for t in (1.0, -1.0, 3.0, -3.0, 6.0, -6.0):
-            yield (f"tilt ({name}/{x0:g})^{t:+g}",
-                   tilted(results, lambda r, name=name, x0=x0, t=t:
-                          (float(r["x"]) / x0) ** t
-                          if r["x_name"] == name and float(r["x"]) > 0 else None))
+            def tilt(r: dict[str, Any], name: str = name, x0: float = x0,
+                     t: float = t) -> float | None:
+                return ((float(r["x"]) / x0) ** t
+                        if r["x_name"] == name and float(r["x"]) > 0 else None)
+
+            yield f"tilt ({name}/{x0:g})^{t:+g}", tilted(results, tilt)
     for m in dict.fromkeys(r["method"] for r in sims):
         for f in (0.2, 5.0):
-            yield (f"{m} x{f:g}",
-                   tilted(results, lambda r, m=m, f=f: f if r["method"] == m else None))
+            def scale_method(r: dict[str, Any], m: Any = m, f: float = f) -> float | None:
+                return f if r["method"] == m else None
+
+            yield f"{m} x{f:g}", tilted(results, scale_method)
     for m, k in dict.fromkeys((r["method"], r["metric"]) for r in sims):
         for f in (0.1, 10.0):
-            yield (f"{m}/{k} x{f:g}",
-                   tilted(results, lambda r, m=m, k=k, f=f:
-                          f if r["method"] == m and r["metric"] == k else None))
+            def scale_metric(r: dict[str, Any], m: Any = m, k: Any = k,
+                             f: float = f) -> float | None:
+                return f if r["method"] == m and r["metric"] == k else None
+
+            yield f"{m}/{k} x{f:g}", tilted(results, scale_metric)
 
 
 # ----------------------------------------------------------------------------- the checks

@@ -87,7 +87,8 @@ class RidgeSum:
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """f at points x (N, d) on the sphere of radius sqrt(d)."""
         z = _points(x, self.d) @ self.betas.T
-        return sum(np.asarray(g(z[:, i]), dtype=np.float64) for i, g in enumerate(self.funcs))
+        return sum((np.asarray(g(z[:, i]), dtype=np.float64) for i, g in enumerate(self.funcs)),
+                   np.zeros(z.shape[0]))
 
     def coeffs(self, L: int) -> np.ndarray:
         """(R, L + 1) Gegenbauer coefficients lambda_{d,l}(g_i) (Gauss-Jacobi quadrature)."""
@@ -117,7 +118,8 @@ class RidgeSum:
 
 def _kernel(d: int, k: int, G: np.ndarray) -> np.ndarray:
     """K_{<=k}(G) = sum_{l<=k} B(d,l) Q_l(G), the reproducing kernel of degree <= k."""
-    return sum(num_harmonics(d, l) * gegenbauer_q(l, d, G) for l in range(_check_k(k) + 1))
+    return sum((num_harmonics(d, l) * gegenbauer_q(l, d, G) for l in range(_check_k(k) + 1)),
+               np.zeros(np.shape(G)))
 
 
 def project_mc(f: ScalarFn, k: int, x: np.ndarray, y: np.ndarray,

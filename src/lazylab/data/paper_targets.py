@@ -157,9 +157,9 @@ class DenseHarmonic(Target):
     def draw(cls, d: int, l: int, *, generator: torch.Generator,
              n_dirs: int | None = None) -> DenseHarmonic:
         M = num_harmonics(d, l) if n_dirs is None else int(n_dirs)
-        kw = {"generator": generator, "device": generator.device, "dtype": torch.float64}
-        U = torch.randn(M, d, **kw)
-        return cls(U.cpu(), torch.randn(M, **kw).cpu(), int(l))
+        U = torch.randn(M, d, generator=generator, device=generator.device, dtype=torch.float64)
+        g = torch.randn(M, generator=generator, device=generator.device, dtype=torch.float64)
+        return cls(U.cpu(), g.cpu(), int(l))
 
     @property
     def name(self) -> str:

@@ -270,8 +270,13 @@ def _load_raw_cached(name: str, folder: str) -> tuple[np.ndarray, ...]:
         Xtr, ytr = read_cifar_batches(folder, names[0])
         Xte, yte = read_cifar_batches(folder, names[1])
     else:
-        f = Path(folder)
-        Xtr, ytr, Xte, yte = (read_idx(_idx_file(f, s)) for s in _IDX_STEMS)
+        paths = []
+        for stem in _IDX_STEMS:
+            path = _idx_file(Path(folder), stem)
+            if path is None:  # removed since find_dataset saw it
+                raise DatasetNotFound(f"data set {name!r}: {stem} in {folder} is gone")
+            paths.append(path)
+        Xtr, ytr, Xte, yte = (read_idx(p) for p in paths)
     arrays = (Xtr.reshape(len(Xtr), -1), ytr.astype(np.int64),
               Xte.reshape(len(Xte), -1), yte.astype(np.int64))
     for a in arrays:
@@ -358,7 +363,7 @@ def load_dataset(name: str, *, classes: Sequence[int | str] | None = None,
     Xtr, ytr, Xte, yte, scale = load_raw(name, root)
     rng_train = np.random.default_rng([int(seed), 0])
     rng_test = np.random.default_rng([int(seed), 1])
-    if Xte is None:  # digits, mnist-5k: one pool, split by a seeded shuffle
+    if Xte is None or yte is None:  # digits, mnist-5k: one pool, split by a seeded shuffle
         pool = np.flatnonzero((ytr == pos) | (ytr == neg))
         pool = pool[np.random.default_rng([int(seed), 2]).permutation(len(pool))]
         k_test = round(0.2 * len(pool)) if n_test is None else n_test
@@ -380,6 +385,6 @@ def load_dataset(name: str, *, classes: Sequence[int | str] | None = None,
                   for X in (Xa, Xb))
     ya = np.where(ytr[train_idx] == pos, 1.0, -1.0)
     yb = np.where(yte[test_idx] == pos, 1.0, -1.0)
-    kw = {"device": device, "dtype": dtype}
-    return (torch.as_tensor(Xa, **kw), torch.as_tensor(ya, **kw),
-            torch.as_tensor(Xb, **kw), torch.as_tensor(yb, **kw))
+    Xa_t, ya_t, Xb_t, yb_t = (torch.as_tensor(a, device=device, dtype=dtype)
+                              for a in (Xa, ya, Xb, yb))
+    return Xa_t, ya_t, Xb_t, yb_t

@@ -185,12 +185,13 @@ def hard_instance_inputs(n: int, d: int, d1: int, *, background: str = "gaussian
     if background not in ("gaussian", "cube", "zeros"):
         raise ValueError(f"background must be 'gaussian', 'cube' or 'zeros'; got {background!r}")
     dev = _device(generator, device)
-    kw = {"generator": generator, "device": dev, "dtype": dtype}
-    cube = hypercube(n, d1, **kw)
+    cube = hypercube(n, d1, generator=generator, device=dev, dtype=dtype)
     if background == "gaussian":
-        bg = gaussian(n, d - d1, **kw) if d > d1 else cube[:, :0]
+        bg = gaussian(n, d - d1, generator=generator, device=dev, dtype=dtype) if d > d1 \
+            else cube[:, :0]
     elif background == "cube":
-        bg = hypercube(n, d - d1, **kw) if d > d1 else cube[:, :0]
+        bg = hypercube(n, d - d1, generator=generator, device=dev, dtype=dtype) if d > d1 \
+            else cube[:, :0]
     else:
         bg = torch.zeros(int(n), d - d1, device=dev, dtype=dtype)
     return torch.cat([cube, bg], dim=1) / math.sqrt(d)

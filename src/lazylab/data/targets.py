@@ -22,6 +22,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -67,7 +68,11 @@ def random_unit_vector(d: int, *, generator: torch.Generator) -> torch.Tensor:
 class Target(ABC):
     """A function X (n, d) -> y (n,) [or (n, k)] with a readable ``name``."""
 
-    name: str
+    if TYPE_CHECKING:
+        # Every target has a readable name; the subclasses here compute it in a property, a
+        # subclass may also store it as a plain attribute.
+        @property
+        def name(self) -> str: ...
 
     @abstractmethod
     def __call__(self, X: torch.Tensor) -> torch.Tensor: ...
@@ -156,9 +161,15 @@ class _Directional(Target):
     def __post_init__(self) -> None:
         self.beta = as_vector(self.beta)
 
+    @property
+    def _beta(self) -> torch.Tensor:
+        """beta as the float64 tensor ``__post_init__`` made of it."""
+        return cast(torch.Tensor, self.beta)
+
     def _proj(self, X: torch.Tensor) -> torch.Tensor:
-        _check_input(X, self.beta.numel())
-        return X @ self.beta.to(device=X.device, dtype=X.dtype)
+        beta = self._beta
+        _check_input(X, beta.numel())
+        return X @ beta.to(device=X.device, dtype=X.dtype)
 
 
 def _with_alpha(alpha: float, body: str) -> str:
@@ -261,19 +272,20 @@ class Gegenbauer(_Directional):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.k = _check_degree(self.k, "k")
-        d = self.beta.numel()
+        beta = self._beta
+        d = beta.numel()
         if d < 2:
             raise ValueError(f"beta must have dimension d >= 2 for spherical harmonics; got {d}")
-        if float(self.beta.norm()) == 0.0:
+        if float(beta.norm()) == 0.0:
             raise ValueError("beta must be a non-zero vector (only its direction is used)")
-        self.beta = self.beta / self.beta.norm()
+        self.beta = beta / beta.norm()
 
     @property
     def name(self) -> str:
         return _with_alpha(self.alpha, f"Q_{self.k}(beta.x)")
 
     def __call__(self, X: torch.Tensor) -> torch.Tensor:
-        d = self.beta.numel()
+        d = self._beta.numel()
         t = math.sqrt(d) * self._proj(X)
         return self.alpha * math.sqrt(num_harmonics(d, self.k)) * gegenbauer_q(self.k, d, t)
 
@@ -425,10 +437,11 @@ def random_teacher(d: int, width: int, *, generator: torch.Generator,
     s = 1.0 / math.sqrt(d) if weight_std is None else float(weight_std)
     if not (math.isfinite(s) and s > 0):
         raise ValueError(f"weight_std must be a positive finite number; got {weight_std!r}")
-    kw = {"generator": generator, "device": generator.device, "dtype": torch.float64}
-    W = s * torch.randn(int(width), int(d), **kw)
+    W = s * torch.randn(int(width), int(d), generator=generator, device=generator.device,
+                        dtype=torch.float64)
     if second_layer == "gaussian":
-        a = torch.randn(int(width), **kw)
+        a = torch.randn(int(width), generator=generator, device=generator.device,
+                        dtype=torch.float64)
     else:
         a = 2.0 * torch.randint(0, 2, (int(width),), generator=generator,
                                 device=generator.device).double() - 1.0

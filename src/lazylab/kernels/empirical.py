@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import torch
 from torch import nn
@@ -346,5 +347,6 @@ def empirical_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None = None
         raise ValueError("method='structured' needs a TwoLayerNet and trained parameters "
                          f"among W, a, c; got {type(net).__name__} with {names}")
     if method != "autodiff" and structured_ok:
-        return _two_layer_ntk(net, X, Z, set(names), int(chunk_elems))
+        # structured_ok checked type(net) is TwoLayerNet.
+        return _two_layer_ntk(cast(TwoLayerNet, net), X, Z, set(names), int(chunk_elems))
     return _autodiff_ntk(net, X, Z, names, int(chunk_elems))

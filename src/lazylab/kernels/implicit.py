@@ -31,7 +31,8 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -83,7 +84,9 @@ class NTKOperator:
         """J_X^T v, summed over row chunks (one tensor per trained parameter)."""
         acc: list[torch.Tensor] | None = None
         for i in range(0, len(X), self.chunk):
-            _, pull = vjp(lambda *t, i=i: self._f(t, X[i:i + self.chunk]), *self._theta)
+            # Without has_aux, vjp returns a pair (its annotation also admits the triple).
+            _, pull = cast(tuple[Any, Callable[..., Any]],
+                           vjp(lambda *t, i=i: self._f(t, X[i:i + self.chunk]), *self._theta))
             parts = pull(v[i:i + self.chunk].to(self.dtype))
             acc = list(parts) if acc is None else [a + p for a, p in zip(acc, parts, strict=True)]
         assert acc is not None

@@ -77,9 +77,9 @@ def _radial_rule(max_norm: float, dtype: torch.dtype, device: torch.device
     nodes, weights = [], []
     for lo, hi in zip(edges[:-1], edges[1:], strict=True):
         half = (hi - lo) / 2
-        r = lo + half * (t + 1)
-        nodes.append(r)
-        weights.append(half * w * r * np.exp(-r * r / 2) / (2 * math.pi))
+        rn = lo + half * (t + 1)
+        nodes.append(rn)
+        weights.append(half * w * rn * np.exp(-rn * rn / 2) / (2 * math.pi))
     r = torch.as_tensor(np.concatenate(nodes), dtype=dtype, device=device)
     wr = torch.as_tensor(np.concatenate(weights), dtype=dtype, device=device)
     return r, wr
@@ -106,9 +106,9 @@ def _angular_rule(sa: torch.Tensor, l21: torch.Tensor, l22: torch.Tensor, n_angl
     cuts = torch.remainder(cuts, two_pi).sort(dim=1).values
     ends = torch.cat([cuts[:, 1:], cuts[:, :1] + two_pi], dim=1)
     lengths = ends - cuts  # (P, 4), sums to 2 pi
-    t, w = _legendre(n_angle)
-    t = torch.as_tensor(t, dtype=sa.dtype, device=sa.device)
-    w = torch.as_tensor(w, dtype=sa.dtype, device=sa.device)
+    tn, wn = _legendre(n_angle)
+    t = torch.as_tensor(tn, dtype=sa.dtype, device=sa.device)
+    w = torch.as_tensor(wn, dtype=sa.dtype, device=sa.device)
     phi = (cuts[:, :, None] + lengths[:, :, None] * (t + 1) / 2).flatten(1)
     wphi = (lengths[:, :, None] / 2 * w).flatten(1)
     cos, sin = torch.cos(phi), torch.sin(phi)

@@ -35,7 +35,7 @@ Example
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, runtime_checkable
 
 import torch
 from torch import nn
@@ -54,7 +54,7 @@ class HasParamGroups(Protocol):
     def param_groups(self) -> dict[str, list[nn.Parameter]]: ...
 
 
-def is_group_name(spec: object) -> bool:
+def is_group_name(spec: object) -> TypeGuard[str]:
     """True when ``spec`` is one of :data:`GROUP_NAMES`."""
     return isinstance(spec, str) and spec in GROUP_NAMES
 

@@ -15,6 +15,7 @@ std 1/(sqrt(fan_in) + sqrt(fan_out)). ``param_groups()``: "first" = (W, b1), "hi
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 from torch import nn
@@ -38,11 +39,11 @@ class MLP2(nn.Module):
                  device: torch.device | str | None = None):
         super().__init__()
         _check(d=d, k=k, m=m)
-        kw = {"g": generator, "dtype": dtype, "device": device}
+        param = partial(_param, g=generator, dtype=dtype, device=device)
         sw = init_std(init, m, d, m)
-        self.W = _param((m, d), sw, **kw)
-        self.b1 = _param((m,), sw, **kw)
-        self.A = _param((k, m), init_std(init, m, m, k), **kw)
+        self.W = param((m, d), sw)
+        self.b1 = param((m,), sw)
+        self.A = param((k, m), init_std(init, m, m, k))
 
     def features(self, X: torch.Tensor) -> torch.Tensor:
         """sigma(W x + b) (n, m)."""
@@ -64,13 +65,13 @@ class MLP3(nn.Module):
                  device: torch.device | str | None = None):
         super().__init__()
         _check(d=d, k=k, m=m)
-        kw = {"g": generator, "dtype": dtype, "device": device}
+        param = partial(_param, g=generator, dtype=dtype, device=device)
         sw, su = init_std(init, m, d, m), init_std(init, m, m, m)
-        self.W = _param((m, d), sw, **kw)
-        self.b1 = _param((m,), sw, **kw)
-        self.U = _param((m, m), su, **kw)
-        self.b2 = _param((m,), su, **kw)
-        self.A = _param((k, m), init_std(init, m, m, k), **kw)
+        self.W = param((m, d), sw)
+        self.b1 = param((m,), sw)
+        self.U = param((m, m), su)
+        self.b2 = param((m,), su)
+        self.A = param((k, m), init_std(init, m, m, k))
 
     def features(self, X: torch.Tensor) -> torch.Tensor:
         """sigma(U sigma(W x + b1) + b2) (n, m)."""
@@ -90,6 +91,8 @@ class SignOutputNet(nn.Module):
 
     Only W is a parameter (Sec. 8.2); ``m`` must be even.
     """
+
+    a: torch.Tensor  # the fixed output signs (a buffer)
 
     def __init__(self, d: int, m: int, *, generator: torch.Generator | None = None,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None):

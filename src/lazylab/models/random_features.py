@@ -88,6 +88,8 @@ class RandomFeatures(nn.Module):
     a : (m,) trained second layer (parameter).
     """
 
+    W: torch.Tensor  # registered as a buffer in __init__
+
     def __init__(self, d: int, width: int, *, activation: str | Activation = "relu",
                  weight_std: float = 1.0, covariance: torch.Tensor | None = None,
                  scaling: str = "none", bias: bool = False,

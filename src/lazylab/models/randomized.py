@@ -173,9 +173,11 @@ class _RandomizedTwoLayer(nn.Module):
 
     def expectation(self, X: torch.Tensor) -> torch.Tensor:
         """Exact E_z f(X; W0 + diag(z) D) (finite sum over each neuron's atoms)."""
-        a, out = self.base.a, 0.0
+        a = self.base.a
+        out: torch.Tensor | float = 0.0
         for vals, p, sl in self._atoms(X):
             out = out + p * (vals @ a[sl])
+        assert isinstance(out, torch.Tensor)  # every neuron group has atoms
         out = self.base.scale * out
         return out + self.base.c if self.base.c is not None else out
 
@@ -309,6 +311,7 @@ def _initial(shape: tuple[int, ...] | torch.Size, like: torch.Tensor, init: torc
                          f"init_std={init_std!r}")
     if init_std == 0:
         return torch.zeros(shape, device=like.device, dtype=like.dtype)
+    assert generator is not None  # init_std > 0 needs one, checked above
     noise = torch.randn(tuple(shape), generator=generator, device=generator.device,
                         dtype=like.dtype)
     return init_std * noise.to(like.device)

@@ -24,6 +24,7 @@ sigma = ReLU with derivative 1[z >= 0] in :meth:`ResNet3.manual_grads`.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 from torch import nn
@@ -60,6 +61,8 @@ class ResNet3(nn.Module):
     generator, dtype, device : where the random init comes from and lives.
     """
 
+    A_in: torch.Tensor  # the frozen inner copy of A (a buffer; bottleneck with tied=False)
+
     def __init__(self, d: int, k: int, m: int, *, form: str = "bottleneck", tied: bool = True,
                  init: str = "normal", generator: torch.Generator | None = None,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None):
@@ -70,18 +73,18 @@ class ResNet3(nn.Module):
         if form not in ("bottleneck", "full"):
             raise ValueError(f"form must be 'bottleneck' or 'full'; got {form!r}")
         self.d, self.k, self.m, self.form, self.tied = int(d), int(k), int(m), form, bool(tied)
-        kw = {"g": generator, "dtype": dtype, "device": device}
+        param = partial(_param, g=generator, dtype=dtype, device=device)
         sw = init_std(init, m, d, m)
-        self.W = _param((m, d), sw, **kw)
-        self.b1 = _param((m,), sw, **kw)
+        self.W = param((m, d), sw)
+        self.b1 = param((m,), sw)
         if form == "bottleneck":
             sv = init_std(init, m, k, m)
-            self.V = _param((m, k), sv, **kw)
+            self.V = param((m, k), sv)
         else:
             sv = init_std(init, m, m, m)
-            self.U = _param((m, m), sv, **kw)
-        self.b2 = _param((m,), sv, **kw)
-        self.A = _param((k, m), init_std(init, m, m, k), **kw)
+            self.U = param((m, m), sv)
+        self.b2 = param((m,), sv)
+        self.A = param((k, m), init_std(init, m, m, k))
         if form == "bottleneck" and not tied:
             self.register_buffer("A_in", self.A.detach().clone())
 

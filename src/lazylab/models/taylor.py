@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -102,7 +103,8 @@ def taylor_terms(model: nn.Module, params0: Mapping[str, torch.Tensor] | None,
         prev = derivs(j - 1)
 
         def step(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
-            out, tangent = jvp(prev, (t,), (torch.ones_like(t),))
+            # Without has_aux, jvp returns a pair (its annotation also admits the triple).
+            out, tangent = cast(tuple[Any, Any], jvp(prev, (t,), (torch.ones_like(t),)))
             return tuple(out) + (tangent[-1],)
 
         return step
@@ -119,7 +121,7 @@ class _LinearTerm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, f, base, X, *dirs):
-        out0, ju = jvp(lambda *p: f(p, X), tuple(base), tuple(dirs))
+        out0, ju = cast(tuple[Any, Any], jvp(lambda *p: f(p, X), tuple(base), tuple(dirs)))
         ctx.f, ctx.base, ctx.X = f, base, X
         ctx.mark_non_differentiable(out0)
         return out0, ju
@@ -128,7 +130,8 @@ class _LinearTerm(torch.autograd.Function):
     def backward(ctx, _g0, g_ju):
         from torch.func import vjp
 
-        _, pullback = vjp(lambda *p: ctx.f(p, ctx.X), *ctx.base)
+        _, pullback = cast(tuple[Any, Callable[..., Any]],
+                           vjp(lambda *p: ctx.f(p, ctx.X), *ctx.base))
         return (None, None, None, *pullback(g_ju))
 
 
@@ -202,6 +205,7 @@ class TaylorModel(nn.Module):
             p = named[k]
             U = torch.zeros_like(p, requires_grad=False)
             if init_std > 0:
+                assert generator is not None  # checked with init_std above
                 noise = torch.randn(p.shape, generator=generator, device=generator.device,
                                     dtype=p.dtype)
                 U = init_std * noise.to(p.device)
@@ -230,7 +234,7 @@ class TaylorModel(nn.Module):
             raise ValueError(f"U is the direction of 'W'; this model perturbs {self.wrt}")
         return self.direction["W"]
 
-    def _resolve(self, U) -> dict[str, torch.Tensor]:
+    def _resolve(self, U) -> Mapping[str, torch.Tensor]:
         if U is None:
             return self.direction
         if isinstance(U, torch.Tensor):
@@ -245,6 +249,7 @@ class TaylorModel(nn.Module):
     def _terms(self, X: torch.Tensor, dirs: Mapping[str, torch.Tensor],
                order: int) -> list[torch.Tensor]:
         if self.path == "closed_form":
+            assert isinstance(self.base, TwoLayerNet)  # the closed form is only chosen for one
             return self.base.taylor_terms(X, dirs.get("W"), order, delta_a=dirs.get("a"),
                                           delta_c=dirs.get("c"))
         if not dirs:  # only f^(0) is nonzero along a zero direction
@@ -290,7 +295,7 @@ class TaylorModel(nn.Module):
     def network(self, X: torch.Tensor, t: float = 1.0, U=None) -> torch.Tensor:
         """The full network at the moved weights, f(X; theta0 + t U), which the model expands."""
         dirs = self._resolve(U)
-        params = {k: v for k, v in self.base.named_parameters()}
+        params: dict[str, torch.Tensor] = dict(self.base.named_parameters())
         for k, v in dirs.items():
             params[k] = params[k] + t * v
         return functional_call(self.base, params, (X,))

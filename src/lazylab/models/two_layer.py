@@ -140,6 +140,7 @@ class TwoLayerNet(nn.Module):
             net.W.copy_(W)
             net.a.copy_(a.to(W.dtype))
             if c is not None:
+                assert net.c is not None  # bias=c is not None above
                 net.c.fill_(float(c))
         return net
 

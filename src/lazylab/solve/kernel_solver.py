@@ -320,8 +320,9 @@ def kernel_regression(X: torch.Tensor, y: torch.Tensor, *, kernel: str | KernelF
     if not isinstance(y, torch.Tensor) or y.shape[0] != op.n:
         raise ValueError(f"y must be a tensor with {op.n} rows (one per row of X)")
     Y = y.to(device=op.device, dtype=torch.float64)
+    # (rank > 0 implies a generator, checked above.)
     pre = NystromPreconditioner.build(op, rank, ridge=ridge, generator=generator) \
-        if rank > 0 else None
+        if rank > 0 and generator is not None else None
     residuals: list[float] = []
 
     def cb(it: int, rel: float) -> None:

@@ -77,7 +77,7 @@ class NormalEquations:
                              f"got {shape}")
         vec = y.dim() == 1
         Y = y.unsqueeze(1) if vec else y
-        if self._vec is None:
+        if self._vec is None or self.Fty is None or self.yty is None:  # the first chunk
             self._vec = vec
             self.Fty = torch.zeros(self.p, Y.shape[1], device=self.device, dtype=self.dtype)
             self.yty = torch.zeros(Y.shape[1], device=self.device, dtype=self.dtype)
@@ -99,7 +99,9 @@ class NormalEquations:
             raise ValueError("other must be a NormalEquations with the same p")
         if other.n == 0:
             return self
-        if self._vec is None:
+        # other.n > 0: other has added a chunk, which set its target sums.
+        assert other.Fty is not None and other.yty is not None
+        if self._vec is None or self.Fty is None or self.yty is None:
             self._vec = other._vec
             self.Fty = torch.zeros_like(other.Fty, device=self.device, dtype=self.dtype)
             self.yty = torch.zeros_like(other.yty, device=self.device, dtype=self.dtype)
@@ -135,7 +137,7 @@ class NormalEquations:
 
     def residual(self, coef: torch.Tensor) -> torch.Tensor:
         """Mean squared training error ||y - F c||^2 / n, per target column, without F."""
-        if self.n == 0 or self.Fty is None:
+        if self.n == 0 or self.Fty is None or self.yty is None:
             raise ValueError("NormalEquations.residual needs at least one add(F, y) first")
         C = coef.to(self.FtF).reshape(self.p, -1)
         sse = self.yty - 2 * (C * self.Fty).sum(0) + (C * (self.FtF @ C)).sum(0)

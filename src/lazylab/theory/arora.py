@@ -151,7 +151,11 @@ def _spectral_args(spectrum: Spectrum, y: torch.Tensor | None, proj: torch.Tenso
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     if (y is None) == (proj is None):
         raise ValueError("give exactly one of y (labels) or proj (their coefficients v_i.y)")
-    c = spectrum.project(y) if y is not None else _labels(proj, spectrum.n)
+    if y is not None:
+        c = spectrum.project(y)
+    else:
+        assert proj is not None  # exactly one of the two, checked above
+        c = _labels(proj, spectrum.n)
     return spectrum.eigenvalues, c.to(spectrum.eigenvalues.device)
 
 

@@ -157,10 +157,8 @@ def nn_qf_population_loss(W, c, B, b0) -> tuple[float, torch.Tensor | np.ndarray
     L = 2.0 * float((R**2).sum()) + s * s
     gW = -8.0 * (R @ Wt) - 4.0 * s * Wt
     if isinstance(W, torch.Tensor):
-        gW = gW.to(W.dtype)
-    else:
-        gW = gW.cpu().numpy()
-    return L, gW, -2.0 * s
+        return L, gW.to(W.dtype), -2.0 * s
+    return L, gW.cpu().numpy(), -2.0 * s
 
 
 def nn_qf_population_gd(W0, c0: float, B, b0: float | None = None, *, lr: float, steps: int,

@@ -200,7 +200,7 @@ def combine_representers(*Ws: torch.Tensor,
         raise ValueError("all representers must have the same shape (m, d)")
     support = torch.stack([W.detach().abs().sum(-1) > 0 for W in Ws]).sum(0)
     if int(support.max()) <= 1:
-        return sum(W.detach() for W in Ws)
+        return sum((W.detach() for W in Ws), torch.zeros_like(Ws[0]))
     if generator is None:
         raise ValueError("representers share rows: a generator is needed for the random signs "
                          "of footnote 5")
