@@ -96,7 +96,7 @@ def test_smoke_sizes_are_valid_and_leave_the_scales_alone():
 # ---------------------------------------------------------------------------- convergence
 @pytest.fixture(scope="module")
 def convergence():
-    return run("arora-convergence", {"n_train": 48, "width": 600, "steps": 60, "log_points": 6,
+    return run("arora-convergence", {"n_train": 48, "width": 4000, "steps": 60, "log_points": 6,
                                      "mc_draws": 4})
 
 
@@ -131,6 +131,19 @@ def test_convergence_claims_fail_when_tilted(convergence):
         off = tilt(res, lambda r, f=shift: f if r["x"] > 0 else 1.0, method=method,
                    metric="train_loss", init="symmetric")
         assert verdicts("arora-convergence", p, off)[cid].failed
+
+
+def test_tracking_claims_compare_only_the_lazy_regime(convergence, monkeypatch):
+    """Steps whose predicted per-neuron move exceeds LAZY_MOVE kappa are not compared; with
+    fewer than MIN_LAZY_STEPS left the claim is not applicable, never held or failed."""
+    import lazylab.experiments.arora.convergence as conv
+
+    p, res, claims = convergence
+    c = claims["theorem-4.1-random"]
+    assert c.details["logged steps in it"] >= conv.MIN_LAZY_STEPS
+    monkeypatch.setattr(conv, "LAZY_MOVE", 1e-9)
+    assert verdicts("arora-convergence", p, res)["theorem-4.1-random"].status == \
+        "not_applicable"
 
 
 def test_training_is_the_papers_gd_update():

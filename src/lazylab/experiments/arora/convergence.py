@@ -53,6 +53,16 @@ FLOAT_BIAS = 0.01
 #: Steps with a predicted loss below this share of Phi(0) are not compared: float32 cannot
 #: resolve the residual there (||y - u|| ~ 1e-3 ||y|| is 1e4 float32 ulps of u).
 MIN_SHARE = 1e-6
+#: Theorem 4.1 holds while every neuron stays near its initialization (Lemma C.2: the
+#: activation patterns, hence H(k), barely change): a neuron moved by R flips the sign of
+#: w_r . x_i for a share ~ R / kappa of the inputs (a Gaussian pre-activation of scale kappa
+#: is within R of 0 with probability ~ 0.8 R / kappa). The tracking claims compare the logged
+#: steps whose *predicted* per-neuron movement D_pred(k) / sqrt(m') (Lemma 5.3's distance,
+#: spread over the m' independent neurons) is at most this share of kappa, about 8% of the
+#: patterns: the theorem's regime, fixed from its assumption, not from the measurements.
+LAZY_MOVE = 0.1
+#: Fewer steps than this in the regime: the claim cannot be tested at these sizes.
+MIN_LAZY_STEPS = 3
 
 
 class ConvergenceParams(C.NetParams, PanelParams):
@@ -283,9 +293,14 @@ class _ConvergencePanel(Experiment):
         per_seed = {s: dict((r["x"], r["value"]) for r in results.select(
             method=method, metric="train_loss", init=init, kappa=kappa, seed=s)) for s in seeds}
         phi0 = pred.get(0.0, math.nan)
+        independent = p.width // 2 if init == "symmetric" else p.width
+        reach = LAZY_MOVE * kappa * math.sqrt(independent)
+        beyond = [k for k in sorted(bias) if pred_dist.get(k, math.inf) > reach]
         for k in sorted(bias):
             if k == 0 or k not in pred or pred[k] < MIN_SHARE * phi0:
                 continue
+            if pred_dist.get(k, math.inf) > reach:
+                continue  # outside the theorem's regime (LAZY_MOVE)
             vals = [math.log(c[k] / pred[k]) for c in per_seed.values() if k in c and c[k] > 0]
             if not vals:
                 continue
@@ -293,6 +308,15 @@ class _ConvergencePanel(Experiment):
             measured.append(float(np.mean(vals)))
             expected.append(bias[k])
             ses.append(combined_se(sd[k], len(vals), n_draws))
+        regime = {"lazy regime": f"predicted per-neuron move <= {LAZY_MOVE:g} kappa",
+                  "logged steps in it": len(xs),
+                  "first logged step beyond": beyond[0] if beyond else None}
+        if len(xs) < MIN_LAZY_STEPS:
+            return Claim.not_applicable(
+                cid, self.statements(p)[cid],
+                f"only {len(xs)} logged step(s) within Theorem 4.1's regime (predicted "
+                f"per-neuron move <= {LAZY_MOVE:g} kappa) at width {p.width}; a wider net "
+                "keeps more")
         pc = {init_label(i, kp): _last(results, method, "pattern_change", init=i, kappa=kp)
               for i, kp in inits(p)}
         # Kernel-motion diagnostics (reported, not used by the verdict): each neuron moves by
@@ -300,7 +324,6 @@ class _ConvergencePanel(Experiment):
         # lazy training (fixed patterns, H(k) ~ H(0)) needs D / (kappa sqrt(m')) << 1.
         x_d, d_mean, _, _ = results.series(method, "distance", init=init, kappa=kappa)
         dist = float(d_mean[-1]) if len(d_mean) else math.nan
-        independent = p.width // 2 if init == "symmetric" else p.width
         motion = {"final ||W(K) - W(0)||_F": dist,
                   "predicted D(K) (Lemma 5.3)": pred_dist.get(float(x_d[-1]), math.nan)
                   if len(x_d) else math.nan,
@@ -318,9 +341,11 @@ class _ConvergencePanel(Experiment):
                 "the linear dynamics of its own kernel H(0) = H_inf + O(m^-1/2) (Lemma C.3); "
                 f"{n_draws} draws of H(0) give the bias b(k) and spread s(k) of "
                 "log(Phi_H0(k) / Phi_pred(k)); tolerance at each logged k = K_SE s(k) "
-                f"sqrt(1/seeds + 1/draws) + {FLOAT_BIAS} (float32 GD). Not modelled, so "
-                "tested: the motion of the kernel during training (Lemma C.2)"),
-            details={"final pattern change by init": pc,
+                f"sqrt(1/seeds + 1/draws) + {FLOAT_BIAS} (float32 GD); compared at the "
+                f"logged steps within the theorem's regime (predicted per-neuron move <= "
+                f"{LAZY_MOVE:g} kappa, Lemma C.2), where the kernel's motion is not modelled, "
+                "so tested"),
+            details={**regime, "final pattern change by init": pc,
                      "kernel motion (main init)": motion,
                      "final log(Phi / Phi_pred), other inits (reported)": paper_dev,
                      "seeds": len(seeds)})
