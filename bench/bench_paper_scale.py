@@ -221,6 +221,8 @@ def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, A
                        "seconds_here": tot.wall, "cpu_seconds_here": tot.cpu,
                        "h100_model_seconds": tot.h100,
                        "measured_h100_seconds": meas[0] if meas else None}
+        if a.write_estimates:  # as each experiment finishes: a cut run keeps what it measured
+            write_estimates({exp_id: out[exp_id]}, device, quiet=True)
     done = {k: v for k, v in out.items() if "error" not in v}
     total = sum(v["h100_model_seconds"] for v in done.values())
     print(f"H100 model, {len(done)} experiments: {_dur(total)} in all; "
@@ -232,15 +234,17 @@ def _dur(s: float) -> str:
     return f"{s:.1f} s" if s < 600 else (f"{s / 60:.1f} m" if s < 36000 else f"{s / 3600:.1f} h")
 
 
-def write_estimates(out: dict[str, Any], device: torch.device) -> None:
+def write_estimates(out: dict[str, Any], device: torch.device, quiet: bool = False) -> None:
     """Merge the H100-model seconds into the registry's estimate file (``lazylab list``)."""
     cur = json.loads(ESTIMATES.read_text()) if ESTIMATES.exists() else {}
     for exp_id, v in out.items():
         if "error" not in v:
-            cur[exp_id] = {"paper_h100_seconds": round(v["h100_model_seconds"], 1),
+            cur[exp_id] = {**cur.get(exp_id, {}),
+                           "paper_h100_seconds": round(v["h100_model_seconds"], 1),
                            f"paper_{device.type}_seconds": round(v["seconds_here"], 1)}
     ESTIMATES.write_text(json.dumps(dict(sorted(cur.items())), indent=1) + "\n")
-    print(f"estimates written to {ESTIMATES}")
+    if not quiet:
+        print(f"estimates written to {ESTIMATES}")
 
 
 def main() -> None:
@@ -266,8 +270,6 @@ def main() -> None:
     out: dict[str, Any] = {"device": str(device), "gemm_flops": peak}
     if a.part in ("all", "projection"):
         out["projection"] = projection_table(a, device)
-        if a.write_estimates:
-            write_estimates(out["projection"], device)
     if a.part in ("all", "ratios"):
         out["ratios"] = ratio_table(a.steps, device, a.only)
     record("paper_scale", out, device)
