@@ -99,11 +99,15 @@ class MlpScaling(Experiment):
                                       "steps": 30_000, "target": "code", "n_test": 10_000,
                                       "i_grid": [float(i) for i in range(1, 21)],
                                       "stop_after": 2}}
-    default_seeds = {"quick": 1, "paper": 1}
+    #: Three seeds at quick: one seed's n*(d) on the factor-2 n-grid scatters enough that
+    #: the one-sided test fails for half of the seeds at slope ~1.8 (10 seeds measured: per-seed
+    #: slopes 1.33-2.20); the pooled fit of three passes for all 120 three-seed subsets
+    #: (docs/protocols/nichani-mlp-scaling.md).
+    default_seeds = {"quick": 3, "paper": 1}
     #: paper: the units' compute times summed, measured on an H100 (2026-11-23): 1988 s
     #: (d = 10 ... 100: 570, 355, 396, 262, 222, 184 s; launch-bound, so the small d with
     #: the most n values cost most), 592 s wall with six workers on the one GPU.
-    est_seconds = {"quick": 70.0, "paper": 2000.0}
+    est_seconds = {"quick": 105.0, "paper": 2000.0}
     robustness_axes = {"lr": [0.04, 0.05, 0.06], "threshold": [0.08, 0.1, 0.12]}
     smoke = {"ds": [4, 5], "i_grid": [1.0, 4.0], "steps": 30, "n_test": 200}
     claim_statements = {
@@ -180,15 +184,20 @@ class MlpScaling(Experiment):
                                              "n*(d) at small d",
                            details={"censored_d": cens},
                            resolution=SLOPE_RESOLUTION)]
-        fitres = loglog_fit(x, y, sem)
-        se = fitres.se if math.isfinite(fitres.se) else 0.0
-        k = k_eff(K_SE, fitres.points - 2) if fitres.from_residuals else K_SE
+        pts = [(float(r["x"]), float(r["value"]))
+               for r in results.select(method=MLP, metric="n_star", kind="simulation")
+               if math.isfinite(float(r["value"])) and float(r["value"]) > 0]
+        fitres = loglog_fit([a for a, _ in pts], [b for _, b in pts])
+        se = fitres.se if math.isfinite(fitres.se) else math.inf
+        k = k_eff(K_SE, fitres.points - 2)
         held = bool(math.isfinite(fitres.slope) and fitres.slope + k * se < 3.0)
         out.append(Claim.verdict(
             "not-cubic", st["not-cubic"], held, fitres.slope, 3.0, k * se,
-            error_model=err + f"; one-sided: slope + k SE < 3, k = {K_SE:g} for a seed SE or "
-                              "its Student-t equivalent for a residual SE (toolkit k_eff)",
-            details={"se": se, "k": k, "censored_d": cens}))
+            error_model="least-squares slope of log n* on log d over every (d, seed) point "
+                        "(independent runs), SE from the residuals (the n-grid interpolation "
+                        "and seed noise); one-sided: slope + k SE < 3, k the Student-t "
+                        f"equivalent of {K_SE:g} SE for the residual degrees of freedom",
+            details={"se": se, "k": k, "points": fitres.points, "censored_d": cens}))
         return out
 
     def plot(self, p: MlpScalingParams, results: Results):
