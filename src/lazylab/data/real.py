@@ -261,6 +261,34 @@ def _load_mnist5k(path: str) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
+def _check_idx_contents(paths: list[Path], Xtr: np.ndarray, ytr: np.ndarray,
+                        Xte: np.ndarray, yte: np.ndarray) -> None:
+    """Right format, wrong contents: ValueError naming the file (exit 2 through the loaders).
+
+    Each split needs as many labels as images and at least one image; labels are the digits
+    0..9 (one dimension); images have at least one pixel, finite values, and a nonzero
+    norm (the inputs are scaled to unit norm)."""
+    for (ip, lp), X, y in (((paths[0], paths[1]), Xtr, ytr), ((paths[2], paths[3]), Xte, yte)):
+        if X.ndim < 2 or X[0:1].size == 0 and len(X):
+            raise ValueError(f"{ip}: images must have at least one pixel; got shape {X.shape}")
+        if not len(X):
+            raise ValueError(f"{ip}: holds no images")
+        if y.ndim != 1 or len(y) != len(X):
+            raise ValueError(f"{lp}: {y.shape[0] if y.ndim else 0} labels for the {len(X)} "
+                             f"images of {ip.name} (one label per image, one dimension)")
+        if not np.issubdtype(y.dtype, np.integer) or np.any((y < 0) | (y > 9)):
+            bad = sorted({int(v) for v in np.asarray(y, dtype=np.float64).ravel()[:10**6]
+                          if not 0 <= v <= 9})[:5]
+            raise ValueError(f"{lp}: labels must be the digits 0..9; found {bad}")
+        flat = X.reshape(len(X), -1).astype(np.float64)
+        if not np.isfinite(flat).all():
+            raise ValueError(f"{ip}: pixel values must be finite")
+        zero = int((np.abs(flat).sum(1) == 0).sum())
+        if zero:
+            raise ValueError(f"{ip}: {zero} of {len(X)} images are blank (all pixels 0); "
+                             "they cannot be scaled to unit norm")
+
+
 @lru_cache(maxsize=2)
 def _load_raw_cached(name: str, folder: str) -> tuple[np.ndarray, ...]:
     if name == "cifar10":
@@ -277,6 +305,7 @@ def _load_raw_cached(name: str, folder: str) -> tuple[np.ndarray, ...]:
                 raise DatasetNotFound(f"data set {name!r}: {stem} in {folder} is gone")
             paths.append(path)
         Xtr, ytr, Xte, yte = (read_idx(p) for p in paths)
+        _check_idx_contents(paths, Xtr, ytr, Xte, yte)
     arrays = (Xtr.reshape(len(Xtr), -1), ytr.astype(np.int64),
               Xte.reshape(len(Xte), -1), yte.astype(np.int64))
     for a in arrays:

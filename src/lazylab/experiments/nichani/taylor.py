@@ -38,9 +38,9 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from lazylab.data.real import DatasetNotFound, find_dataset, load_dataset
+from lazylab.data.real import DatasetNotFound, find_dataset, load_dataset, load_raw
 from lazylab.device import block_elems
-from lazylab.errors import DataNotFound
+from lazylab.errors import DataNotFound, InputError
 from lazylab.experiments import register
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
 from lazylab.experiments.nichani.common import PAPER, paired_gap
@@ -151,6 +151,10 @@ class TaylorExperiment(Experiment):
             find_dataset(name, p.data_root)
         except (DatasetNotFound, FileNotFoundError) as e:
             raise DataNotFound(f"--set data_root: {name} not found ({e})") from None
+        try:
+            load_raw(name, p.data_root)  # the files' contents, checked before any compute
+        except ValueError as e:
+            raise InputError(f"--set dataset={name}: {e}") from None
         if name == "cifar10" and p.arch == "mlp" and p.width * 3072 > 5e7:
             raise DataNotFound("--set width: too wide for an MLP on CIFAR-10 (use arch=cnn)")
 
