@@ -283,24 +283,33 @@ def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
         size = size_key(members)
         first = sorted([g for g in members if g.seed_index == 0] or members, key=size)
         points: list[tuple[float, Cost]] = []
-        for i in sample_indices(len(first), sample):
+        todo = sample_indices(len(first), sample)
+        done_i: list[int] = []
+        while todo:
+            i = todo.pop(0)
             try:
                 _alarm(limit)
                 c, n_loops, ok = _measure_group(_caller(exp, p, first[i], device, kw), cap,
                                                 tcap, device)
             except Timeout:
-                if len({x for x, _ in points}) < 2:
-                    raise
                 exact = False  # the larger groups of this stratum: the fitted power law
-                break
+                lo = max(done_i, default=-1)
+                if len({x for x, _ in points}) >= 2 or i - lo <= 1:
+                    break
+                todo = [(lo + i) // 2 if lo >= 0 else i // 2]  # a smaller size between
+                continue
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
             points.append((size(first[i]), c))
+            done_i.append(i)
             if verbose:
                 print(f"    {exp_id} {first[i].label or first[i].units[0].key_json}: "
                       f"{c.wall:.1f} s here, H100 model {c.h100:.2f} s", file=sys.stderr,
                       flush=True)
             loops, exact = loops + n_loops, exact and ok
+        if not points or (len({x for x, _ in points}) < 2 and len(points) < len(first)
+                          and not exact):
+            raise Timeout(f"over {limit:.0f} s before two sizes of a stratum were measured")
         total = total + sum((interpolate(points, size(g)) for g in members), Cost())
         sampled += len(points)
     return Projection(exp_id, len(groups), sampled, seeds, fixed, total.scaled(1 / len(groups)),
