@@ -38,6 +38,11 @@ def _page(key: str) -> str:
              "paper's sizes, one GPU); every claim's verdict, with its measured and expected "
              "numbers, tolerance and error model, is written to `claims.json` and the report.",
              ""]
+    from lazylab.bibtex import bibtex
+
+    entry = bibtex(key)
+    if entry:
+        lines += ["Cite the paper as:", "", "```bibtex", entry, "```", ""]
     for e in exps:
         p = e.resolve("quick")
         lines += [f"## `{e.id}`: {e.figure}", "", e.summary, "",

@@ -78,3 +78,15 @@ def test_patterns_catch_each_kind(tmp_path, text, kind):
 def test_patterns_spare_the_rest(tmp_path, text):
     (tmp_path / "mod.py").write_text(f"# {text}\n", encoding="utf-8")
     assert find_citations(tmp_path) == []
+
+
+def test_every_paper_has_a_bibtex_entry_matching_citation_cff():
+    from lazylab.bibtex import BIBTEX
+    from lazylab.experiments import PAPERS
+
+    assert set(BIBTEX) == set(PAPERS)
+    cff = (SRC.parents[1] / "CITATION.cff").read_text()
+    for entry in BIBTEX.values():
+        assert entry.startswith("@inproceedings{") and entry.rstrip().endswith("}")
+        year = entry.split("year      = {")[1][:4]
+        assert f"year: {year}" in cff

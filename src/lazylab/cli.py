@@ -402,6 +402,11 @@ def show(exp_id: Annotated[str, typer.Argument(metavar="ID", help="An experiment
         for line in _data_bounds(exp):
             out.print(escape(line), soft_wrap=True)
         out.print(f"run: lazylab reproduce {exp.id} [--scale paper] [--set KEY=VALUE]")
+        from lazylab.bibtex import bibtex
+
+        entry = bibtex(exp.paper)
+        if entry:
+            out.print("cite:\n" + escape(entry), highlight=False, soft_wrap=True)
 
 
 class _RichProgress:
