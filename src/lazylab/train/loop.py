@@ -149,6 +149,76 @@ def _default_forward(model: nn.Module, X: torch.Tensor) -> torch.Tensor:
     return model(X)
 
 
+def _check_numbers(optimizer: str, lr: float, steps: int, momentum: float,
+                   weight_decay: float, noise_std: float, nesterov: bool, noise_mode: str,
+                   sampling: str, check_every: int
+                   ) -> tuple[float, int, float, float, float]:
+    """ValueError naming a bad option of :func:`fit`; the numbers as floats and ints."""
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}; got {optimizer!r}")
+    lr = float(lr)
+    if not (math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a finite number > 0; got {lr!r}")
+    if isinstance(steps, bool) or int(steps) != steps or steps < 0:
+        raise ValueError(f"steps must be an integer >= 0; got {steps!r}")
+    momentum = _nonneg(momentum, "momentum", upper=1.0)
+    weight_decay = _nonneg(weight_decay, "weight_decay")
+    noise_std = _nonneg(noise_std, "noise_std")
+    if nesterov and momentum == 0:
+        raise ValueError("nesterov=True needs momentum > 0")
+    if noise_mode not in ("gradient", "langevin"):
+        raise ValueError(f"noise_mode must be 'gradient' or 'langevin'; got {noise_mode!r}")
+    if sampling not in ("epoch", "replacement"):
+        raise ValueError(f"sampling must be 'epoch' or 'replacement'; got {sampling!r}")
+    if isinstance(check_every, bool) or int(check_every) != check_every or check_every < 0:
+        raise ValueError(f"check_every must be an integer >= 0; got {check_every!r}")
+    return lr, int(steps), momentum, weight_decay, noise_std
+
+
+_CALLABLES = {"schedule": "a callable step -> lr multiplier",
+              "regularizer": "a callable model -> scalar",
+              "stop": "a callable (step, history) -> bool",
+              "eval_fn": "a callable model -> dict[str, float]"}
+
+
+def _check_callables(**fns: Any) -> None:
+    for name, fn in fns.items():
+        if fn is not None and not callable(fn):
+            raise ValueError(f"{name} must be {_CALLABLES[name]}")
+
+
+def _check_source(optimizer: str, data: Any, sampler: Sampler | None, batch_size: int | None,
+                  noise_std: float, generator: torch.Generator | None) -> Batch | None:
+    """ValueError when the data source, batch size or generator does not fit the optimizer;
+    the checked data."""
+    if optimizer == "gd":
+        if batch_size is not None:
+            raise ValueError("batch_size is not used by optimizer='gd' (full batch); use "
+                             "optimizer='sgd' for minibatches")
+    elif batch_size is None or isinstance(batch_size, bool) or int(batch_size) != batch_size \
+            or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer for optimizer={optimizer!r}; "
+                         f"got {batch_size!r}")
+    if optimizer == "one_pass":
+        if sampler is None or not callable(sampler):
+            raise ValueError("optimizer='one_pass' needs sampler=callable(n, generator) -> "
+                             "(X, y)")
+        if data is not None:
+            raise ValueError("data is not used by optimizer='one_pass' (it draws fresh samples "
+                             "from sampler); use optimizer='sgd' for a fixed training set")
+    else:
+        if data is None:
+            raise ValueError(f"optimizer={optimizer!r} needs data=(X, y)")
+        if sampler is not None:
+            raise ValueError(f"sampler is only used by optimizer='one_pass'; got "
+                             f"optimizer={optimizer!r}")
+        data = _check_data(data)
+    if (optimizer != "gd" or noise_std > 0) and not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator: optimizer={optimizer!r} with "
+                         f"noise_std={noise_std:g} draws random numbers")
+    return data
+
+
 def fit(model: nn.Module, *, data: Batch | None = None, sampler: Sampler | None = None,
         loss: str | LossFn = "mse", optimizer: Literal["gd", "sgd", "one_pass"] = "gd",
         lr: float, steps: int, batch_size: int | None = None, momentum: float = 0.0,
@@ -224,63 +294,14 @@ def fit(model: nn.Module, *, data: Batch | None = None, sampler: Sampler | None 
         When a loss or the final parameters are not finite, e.g. "training diverged at step
         120 with lr=0.5 (loss=inf); lower the learning rate".
     """
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}; got {optimizer!r}")
-    lr = float(lr)
-    if not (math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a finite number > 0; got {lr!r}")
-    if isinstance(steps, bool) or int(steps) != steps or steps < 0:
-        raise ValueError(f"steps must be an integer >= 0; got {steps!r}")
-    steps = int(steps)
-    momentum = _nonneg(momentum, "momentum", upper=1.0)
-    weight_decay = _nonneg(weight_decay, "weight_decay")
-    noise_std = _nonneg(noise_std, "noise_std")
-    if nesterov and momentum == 0:
-        raise ValueError("nesterov=True needs momentum > 0")
-    if noise_mode not in ("gradient", "langevin"):
-        raise ValueError(f"noise_mode must be 'gradient' or 'langevin'; got {noise_mode!r}")
-    if sampling not in ("epoch", "replacement"):
-        raise ValueError(f"sampling must be 'epoch' or 'replacement'; got {sampling!r}")
-    if isinstance(check_every, bool) or int(check_every) != check_every or check_every < 0:
-        raise ValueError(f"check_every must be an integer >= 0; got {check_every!r}")
-    if schedule is not None and not callable(schedule):
-        raise ValueError("schedule must be a callable step -> lr multiplier")
-    if regularizer is not None and not callable(regularizer):
-        raise ValueError("regularizer must be a callable model -> scalar")
-    if stop is not None and not callable(stop):
-        raise ValueError("stop must be a callable (step, history) -> bool")
-    if eval_fn is not None and not callable(eval_fn):
-        raise ValueError("eval_fn must be a callable model -> dict[str, float]")
+    lr, steps, momentum, weight_decay, noise_std = _check_numbers(
+        optimizer, lr, steps, momentum, weight_decay, noise_std, nesterov, noise_mode, sampling,
+        check_every)
+    _check_callables(schedule=schedule, regularizer=regularizer, stop=stop, eval_fn=eval_fn)
     if eval_rows is not None and (isinstance(eval_rows, bool) or int(eval_rows) != eval_rows
                                   or eval_rows < 1):
         raise ValueError(f"eval_rows must be a positive integer or None; got {eval_rows!r}")
-
-    if optimizer == "gd":
-        if batch_size is not None:
-            raise ValueError("batch_size is not used by optimizer='gd' (full batch); use "
-                             "optimizer='sgd' for minibatches")
-    elif batch_size is None or isinstance(batch_size, bool) or int(batch_size) != batch_size \
-            or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer for optimizer={optimizer!r}; "
-                         f"got {batch_size!r}")
-    if optimizer == "one_pass":
-        if sampler is None or not callable(sampler):
-            raise ValueError("optimizer='one_pass' needs sampler=callable(n, generator) -> "
-                             "(X, y)")
-        if data is not None:
-            raise ValueError("data is not used by optimizer='one_pass' (it draws fresh samples "
-                             "from sampler); use optimizer='sgd' for a fixed training set")
-    else:
-        if data is None:
-            raise ValueError(f"optimizer={optimizer!r} needs data=(X, y)")
-        if sampler is not None:
-            raise ValueError(f"sampler is only used by optimizer='one_pass'; got "
-                             f"optimizer={optimizer!r}")
-        data = _check_data(data)
-    random_draws = optimizer != "gd" or noise_std > 0
-    if random_draws and not isinstance(generator, torch.Generator):
-        raise ValueError(f"generator must be a torch.Generator: optimizer={optimizer!r} with "
-                         f"noise_std={noise_std:g} draws random numbers")
+    data = _check_source(optimizer, data, sampler, batch_size, noise_std, generator)
 
     groups = _resolve_groups(model, params, weight_decay)
     flat = [p for grp in groups for p in grp.params]
