@@ -188,7 +188,12 @@ class MlpScaling(Experiment):
                for r in results.select(method=MLP, metric="n_star", kind="simulation")
                if math.isfinite(float(r["value"])) and float(r["value"]) > 0]
         fitres = loglog_fit([a for a, _ in pts], [b for _, b in pts])
-        se = fitres.se if math.isfinite(fitres.se) else math.inf
+        if fitres.points < 3 or not math.isfinite(fitres.se):
+            out.append(Claim.not_applicable(
+                "not-cubic", st["not-cubic"], f"{fitres.points} (d, seed) point(s) with a "
+                "finite n*: a slope's residual SE needs at least 3"))
+            return out
+        se = fitres.se
         k = k_eff(K_SE, fitres.points - 2)
         held = bool(math.isfinite(fitres.slope) and fitres.slope + k * se < 3.0)
         out.append(Claim.verdict(
