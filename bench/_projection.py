@@ -41,7 +41,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from lazylab.experiments import get_experiment
 from lazylab.runner.job import uses_prepare
 from lazylab.runner.spec import RunSpec, WorkGroup, plan_groups
-from lazylab.train.meter import StepMeter, capped, extrapolate
+from lazylab.train.meter import StepMeter, capped, extrapolate, per_step
 
 #: float32 GEMM throughput of the lent H100 (8192^3, TF32 off), flop/s (docs/paper-scale.md).
 H100_FLOPS = 51.5e12
@@ -167,7 +167,7 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device
         if not m.loops:  # nothing to extrapolate: one run of each kind
             break
     if len(timed) == 2 and tcap > cap and any(
-            _per_step(timed[0], timed[1], i)[0] * cap < MIN_TIMED
+            per_step(timed[0], timed[1], i)[0] * cap < MIN_TIMED
             for i in range(len(timed[0].loops))):
         timed = []  # steps too short to time at the small caps: time more of them
         for k in (tcap, 2 * tcap):
@@ -207,16 +207,6 @@ def _linear(m: StepMeter, tot: list[float]) -> list[float]:
     return out
 
 
-def _per_step(a: StepMeter, b: StepMeter, i: int) -> list[float]:
-    """Loop i's probe readings per step, from the two caps (0 for a loop under the cap)."""
-    s, t = a.loops[i], b.loops[i]
-    if t.run == s.run:
-        return [0.0] * len(s.start)
-    d = t.run - s.run
-    return [max(((t.end[j] - t.start[j]) - (s.end[j] - s.start[j])) / d, 0.0)
-            for j in range(len(s.start))]
-
-
 def _h100(timed: list[StepMeter], counted: list[StepMeter]) -> float:
     """The H100 model of one group: each loop's steps (launches or arithmetic per step, times
     the steps requested), plus everything else of the short capped runs (its loop steps
@@ -226,8 +216,8 @@ def _h100(timed: list[StepMeter], counted: list[StepMeter]) -> float:
                                                 strict=True))
     secs = 0.0
     for i, seg in enumerate(counted[0].loops):
-        o, f, ins = _per_step(counted[0], counted[1], i)
-        w = _per_step(timed[0], timed[1], i)[0]
+        o, f, ins = per_step(counted[0], counted[1], i)
+        w = per_step(timed[0], timed[1], i)[0]
         secs += max(o * LAUNCH_SECONDS, f / H100_FLOPS) * seg.requested
         ops, flop, inside = ops - o * seg.run, flop - f * seg.run, inside - ins * seg.run
         tw -= w * timed[0].loops[i].run

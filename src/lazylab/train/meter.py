@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-__all__ = ["Segment", "StepMeter", "capped", "extrapolate", "loop_steps"]
+__all__ = ["Segment", "StepMeter", "capped", "extrapolate", "loop_steps", "per_step"]
 
 
 @dataclass
@@ -107,11 +107,18 @@ def extrapolate(short: StepMeter, long: StepMeter, total_short: Sequence[float]
                          f"{[s.requested for s in short.loops]} vs "
                          f"{[s.requested for s in long.loops]}")
     out = list(total_short)
-    for a, b in zip(short.loops, long.loops, strict=True):
+    for i, a in enumerate(short.loops):
         extra = a.requested - a.run
-        if extra <= 0 or b.run == a.run:
-            continue
-        for j in range(len(out)):
-            per_step = ((b.end[j] - b.start[j]) - (a.end[j] - a.start[j])) / (b.run - a.run)
-            out[j] += extra * max(per_step, 0.0)
+        if extra > 0:
+            out = [o + extra * c for o, c in zip(out, per_step(short, long, i), strict=True)]
     return out
+
+
+def per_step(short: StepMeter, long: StepMeter, i: int) -> list[float]:
+    """Loop i's probe readings per step (clipped at 0): the difference of its segments in the
+    two capped runs over the difference of their steps; zeros for a loop under both caps."""
+    a, b = short.loops[i], long.loops[i]
+    if b.run == a.run:
+        return [0.0] * len(a.start)
+    return [max(((b.end[j] - b.start[j]) - (a.end[j] - a.start[j])) / (b.run - a.run), 0.0)
+            for j in range(len(a.start))]
