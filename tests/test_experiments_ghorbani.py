@@ -367,12 +367,12 @@ def test_style_labels_and_colours():
 def test_lr_grid_is_the_toolkit_grid_search():
     """The best-of-grid step size (lr_factors) is toolkit.grid_search: every run replays the
     same draws, diverged runs are skipped, ties keep the first factor (issue 7, item 1)."""
-    from lazylab.experiments.ghorbani import samples, widths
+    from lazylab.experiments.ghorbani import widths
     from lazylab.experiments.toolkit import grid_search
     from lazylab.train import History, TrainingDiverged
 
     assert not hasattr(C, "best_lr_run")
-    assert samples.grid_search is grid_search and widths.grid_search is grid_search
+    assert widths.grid_search is grid_search
     gen = torch_generator(7)
     seen = []
 
@@ -417,3 +417,51 @@ def test_sgd_steps_default_scales_with_d():
     assert exp.resolve("quick", {"d": 60, "batch_size": 200}).sgd_steps == round(54 * 60 * 1.3)
     assert exp.resolve("quick", {"d": 60, "sgd_steps": 123}).sgd_steps == 123
     assert REGISTRY["ghorbani-mg-width"].resolve("quick", {"d": 20}).sgd_steps == 2000
+
+
+@pytest.mark.parametrize("exp_id", ["ghorbani-qf-samples", "ghorbani-mg-samples"])
+@pytest.mark.parametrize("method", ["NN", "NT(I)"])
+def test_samples_packed_lr_search_equals_separate_runs(exp_id, method):
+    """A samples unit trains its step sizes as one packed network; the same search run
+    factor by factor with fit (toolkit.grid_search restarting the generator, train_nn /
+    train_nt_sgd) keeps the same step size and logs the same risks, to float32 rounding
+    amplified by 600 SGD steps (rel 1e-4 against risks of order 0.1-1)."""
+    from lazylab.experiments.ghorbani.samples import eval_steps
+    from lazylab.experiments.toolkit import grid_search
+
+    exp = REGISTRY[exp_id]
+    p = exp.resolve("quick", {"d": 12, "sgd_steps": 600, "eval_points": 6,
+                              "lr_factors": [0.5, 1.0, 2.0, 60.0]})  # 60x diverges
+    rows = exp.run_unit(p, {"method": method}, 31, torch.device("cpu"))
+    got = {(r["metric"], r["x"]): r["value"] for r in rows}
+    prob, N = exp.problem(p), exp.width(p)
+    gen = torch_generator(31)
+    steps = eval_steps(p.sgd_steps, p.eval_points)
+
+    def run(lr: float):
+        risks: list[float] = []
+        cfg = C.SGDConfig(p.sgd_steps, p.batch_size, lr, p.tail_fraction)
+        def on_eval(q: C.QuadForm) -> dict[str, float]:
+            # a run overflowing between fit's checks: fit then stops at this logged loss
+            risks.append(prob.risk(q) if np.isfinite(q.M).all() else math.nan)
+            return {"risk": risks[-1]}
+
+        if method == "NN":
+            _, hist = C.train_nn(prob, N, cfg, p.init_scale, gen, torch.device("cpu"),
+                                 log_steps=steps, on_eval=on_eval)
+        else:
+            _, hist, _ = C.train_nt_sgd(prob, N, cfg, gen, torch.device("cpu"),
+                                        log_steps=steps, on_eval=on_eval)
+        return hist, risks
+
+    base = (C.nn_lr(p.d, p.batch_size, p.nn_lr, exp.nn_lr_coef) if method == "NN"
+            else C.nt_lr_learning(p.d, N, p.batch_size, p.nt_lr))
+    best = grid_search(run, base, p.lr_factors, score=lambda o: o[1][-1], generator=gen)
+    assert 60.0 in best.diverged  # else the divergence path is not exercised
+    hist, risks = best.best
+    x_end = steps[-1] * p.batch_size / p.d
+    assert got[("lr", x_end)] == best.value
+    for s, r, tl in zip(hist.steps, risks, hist.train_loss, strict=True):
+        x = s * p.batch_size / p.d
+        assert got[("risk", x)] == pytest.approx(r, rel=1e-4), (method, s)
+        assert got[("train_loss", x)] == pytest.approx(tl / prob.r0, rel=1e-4), (method, s)

@@ -95,3 +95,79 @@ def test_ghorbani_nn_group_matches_its_members_alone(exp_id):
         assert got["lr"] == ref["lr"]
         for k in ("risk", "test_risk", "train_loss"):
             assert got[k] == pytest.approx(ref[k], rel=1e-4), (m, k)
+
+
+def _nt_one_by_one(W0, lr, log, stream_seed: int):
+    """The NT model trained by fit: a LinearizedModel of the quadratic net at W0."""
+    from lazylab.models import LinearizedModel
+
+    net = TwoLayerNet(D, len(W0), activation="quad", scaling="none", a_init="ones", bias=True,
+                      dtype=torch.float64)
+    with torch.no_grad():
+        net.W.copy_(W0)
+    lin = LinearizedModel(net, include_f0=False, wrt=("W", "c"))
+    try:
+        hist = fit(lin, sampler=sampler, loss="mse", optimizer="one_pass", lr=lr, steps=STEPS,
+                   batch_size=B, schedule=ghorbani_paper(STEPS, 40, 40), log_steps=log,
+                   eval_fn=lambda _m: {"norm": float(lin.direction["W"].norm())},
+                   generator=torch.Generator().manual_seed(stream_seed))
+    except TrainingDiverged:
+        return None
+    return lin.direction["W"].detach(), float(lin.direction["c"].detach()), hist
+
+
+def test_packed_nt_equals_linearized_fit_with_its_log():
+    """The NT pack equals fit on LinearizedModel(wrt W, c), member by member, float64: final
+    parameters, and at every logged step the batch loss and an evaluation of the parameters
+    (before that step's update, as fit logs them)."""
+    from lazylab.train.packed import train_packed_nt
+
+    g = torch.Generator().manual_seed(5)
+    widths, lrs = [3, 6, 4], [0.002, 0.004, 80.0]  # the last one diverges
+    W0 = [torch.randn(n, D, generator=g, dtype=torch.float64) / math.sqrt(D) for n in widths]
+    log = [0, 1, 7, 60, 200, STEPS]
+    res = train_packed_nt(W0, lrs, sampler=sampler, steps=STEPS, batch_size=B,
+                          generator=torch.Generator().manual_seed(9),
+                          schedule=ghorbani_paper(STEPS, 40, 40), log_steps=log,
+                          eval_fn=lambda j, prm: float(prm[1].norm()))
+    assert res.log_steps == log and res.log_loss is not None and res.log_eval is not None
+    for j, (w, lr) in enumerate(zip(W0, lrs, strict=True)):
+        ref = _nt_one_by_one(w, lr, log, stream_seed=9)
+        if ref is None:
+            assert bool(res.diverged[j])
+            continue
+        U, c, hist = ref
+        assert not bool(res.diverged[j])
+        torch.testing.assert_close(res.U[j], U, rtol=1e-9, atol=1e-12)
+        assert float(res.c[j]) == pytest.approx(c, rel=1e-9, abs=1e-12)
+        assert hist.steps == log
+        torch.testing.assert_close(res.log_loss[j], torch.tensor(hist.train_loss,
+                                   dtype=torch.float64), rtol=1e-9, atol=1e-12)
+        torch.testing.assert_close(res.log_eval[j], torch.tensor(
+            [e["norm"] for e in hist.evals], dtype=torch.float64), rtol=1e-9, atol=1e-12)
+    assert bool(res.diverged[2])
+
+
+def test_packed_quad_log_equals_fit_log():
+    """The NN pack's logged batch losses and evaluations equal fit's History, float64."""
+    g = torch.Generator().manual_seed(4)
+    W0 = [0.3 * torch.randn(n, D, generator=g, dtype=torch.float64) / math.sqrt(D)
+          for n in (4, 7)]
+    log = [0, 3, 50, 151, STEPS]
+    res = train_packed_quad(W0, [0.01, 0.02], sampler=sampler, steps=STEPS, batch_size=B,
+                            generator=torch.Generator().manual_seed(2),
+                            schedule=ghorbani_paper(STEPS, 40, 40), log_steps=log,
+                            eval_fn=lambda j, prm: float((prm[0] * prm[1][:, None]).sum()))
+    for j, w in enumerate(W0):
+        net = TwoLayerNet(D, len(w), activation="quad", scaling="none", a_init="ones",
+                          bias=True, dtype=torch.float64)
+        with torch.no_grad():
+            net.W.copy_(w)
+        hist = fit(net, sampler=sampler, loss="mse", optimizer="one_pass", lr=[0.01, 0.02][j],
+                   steps=STEPS, batch_size=B, schedule=ghorbani_paper(STEPS, 40, 40),
+                   log_steps=log, generator=torch.Generator().manual_seed(2),
+                   eval_fn=lambda m: {"s": float((m.W * m.a[:, None]).sum())})
+        torch.testing.assert_close(res.log_loss[j], torch.tensor(hist.train_loss,
+                                   dtype=torch.float64), rtol=1e-9, atol=1e-12)
+        torch.testing.assert_close(res.log_eval[j], torch.tensor(
+            [e["s"] for e in hist.evals], dtype=torch.float64), rtol=1e-9, atol=1e-12)

@@ -1,29 +1,36 @@
 """Many two-layer quadratic networks trained as ONE block-diagonal network by one-pass SGD.
 
 Ghorbani et al. (2019, Sec. 2.3 and the companion code) train, for every width N of a grid
-and every step size of a search, the network
+and every step size of a search, the network (NN)
 
     f_j(x) = sum_{i <= N_j} a_{j,i} (w_{j,i} . x)^2 + c_j
+
+or its linearization at w (NT, Sec. 2.2: the neural tangent model with U = 0 at the start)
+
+    f_j(x) = sum_{i <= N_j} 2 (w_{j,i} . x)(u_{j,i} . x) + c_j   (w fixed, u and c trained)
 
 by one-pass SGD on the loss mean_b (y_b - f_j(x_b))^2 (fresh samples every step; the step
 size eta_j times the schedule's multiplier). One configuration at a time, a step of such a
 small network is a few dozen kernel launches that each do little work. Here the G members
 share one stream of samples and their hidden units are concatenated into one (P, d) matrix,
-P = sum_j N_j: a step of all of them is two GEMMs and a few elementwise operations, whatever
-G is. Each member's output is a per-block sum (``index_add``, never a product with a 0/1
-matrix), so a member that overflows leaves NaNs in its own block only.
+P = sum_j N_j: a step of all of them is two (NT: three) GEMMs and a few elementwise
+operations, whatever G is. Each member's output is a per-block sum (``index_add``, never a
+product with a 0/1 matrix), so a member that overflows leaves NaNs in its own block only.
 
-The gradients are written out (no autograd), for r_{b,j} = f_j(x_b) - y_b:
+The gradients are written out (no autograd), for r_{b,j} = f_j(x_b) - y_b and
+h_{b,i} = w_i . x_b:
 
     dL_j/dc_j = (2/B) sum_b r_{b,j},
-    dL_j/dw_{j,i} = (2/B) sum_b r_{b,j} 2 a_{j,i} (w_{j,i} . x_b) x_b,
-    dL_j/da_{j,i} = (2/B) sum_b r_{b,j} (w_{j,i} . x_b)^2,
+    NN: dL_j/dw_{j,i} = (2/B) sum_b r_{b,j} 2 a_{j,i} h_{b,i} x_b,
+        dL_j/da_{j,i} = (2/B) sum_b r_{b,j} h_{b,i}^2,
+    NT: dL_j/du_{j,i} = (2/B) sum_b r_{b,j} 2 h_{b,i} x_b,
 
 and each member's update follows plain SGD (``lazylab.train.fit`` with ``optimizer=
 "one_pass"``, no momentum) to rounding. Divergence is decided as ``fit`` decides it: a member
-whose batch loss is not finite at a multiple of ``check_every`` steps, or whose final loss is
-not finite, has diverged; it is then dropped from the packed matrices, so it stops costing
-work.
+whose batch loss is not finite at a multiple of ``check_every`` steps or at a logged step, or
+whose final loss is not finite, has diverged; it is then dropped from the packed matrices, so
+it stops costing work. At the ``log_steps`` each live member's batch loss (before that step's
+update, as ``fit`` logs it) and ``eval_fn`` of its parameters are recorded.
 
 Example
 -------
@@ -41,69 +48,120 @@ Example
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from lazylab.train import capture as cg
 from lazylab.train.meter import loop_steps
 
-__all__ = ["PackedQuadResult", "train_packed_quad"]
+__all__ = ["PackedQuadResult", "train_packed_nt", "train_packed_quad"]
 
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
+#: eval_fn(member index j, (first, second, c_j)) -> float: NN (W_j, a_j, c_j), NT (W_j, U_j, c_j).
+EvalFn = Callable[[int, tuple[torch.Tensor, torch.Tensor, float]], float]
 
 
 @dataclass
 class PackedQuadResult:
-    """Trained members in input order: ``W[j]`` (N_j, d), ``a[j]`` (N_j,), ``c`` (G,),
-    ``final_loss`` (G,) on one extra batch after the last step (as ``fit`` logs it), and
-    ``diverged`` (G,) booleans (a diverged member's parameters are those at detection)."""
+    """Trained members in input order: ``W[j]`` (N_j, d) and ``a[j]`` (N_j,) (NT: ``W[j]`` the
+    fixed first layer, ``U[j]`` the trained direction), ``c`` (G,), ``final_loss`` (G,) on one
+    extra batch after the last step (as ``fit`` logs it), and ``diverged`` (G,) booleans (a
+    diverged member's parameters are those at detection). ``log_steps`` (L,) with
+    ``log_loss`` and ``log_eval`` (G, L) where asked (NaN where a member had diverged)."""
 
     W: list[torch.Tensor]
     a: list[torch.Tensor]
     c: torch.Tensor
     final_loss: torch.Tensor
     diverged: torch.Tensor
+    log_steps: list[int] = field(default_factory=list)
+    log_loss: torch.Tensor | None = None
+    log_eval: torch.Tensor | None = None
+
+    @property
+    def U(self) -> list[torch.Tensor]:
+        """The trained directions of an NT run (the second of each member's pair)."""
+        return self.a
 
 
 class _Pack:
-    """The live members' parameters concatenated, with each hidden unit's member index."""
+    """The live members' two per-unit tensors concatenated (``first`` (P, d), ``second``),
+    with each hidden unit's member index; subclasses write the step."""
 
-    def __init__(self, W: list[torch.Tensor], a: list[torch.Tensor], c: torch.Tensor,
-                 lrs: torch.Tensor, ids: list[int]):
+    def __init__(self, first: list[torch.Tensor], second: list[torch.Tensor],
+                 c: torch.Tensor, lrs: torch.Tensor, ids: list[int]):
         self.ids = ids
-        self.W = torch.cat(W)
-        self.a = torch.cat(a)
+        self.first = torch.cat(first)
+        self.second = torch.cat(second)
         self.c = c.clone()
-        sizes = torch.tensor([len(w) for w in W], device=self.W.device)
-        self.seg = torch.repeat_interleave(torch.arange(len(ids), device=self.W.device), sizes)
-        self.lr = lrs.to(self.W)
+        sizes = torch.tensor([len(w) for w in first], device=self.first.device)
+        self.seg = torch.repeat_interleave(torch.arange(len(ids), device=self.first.device),
+                                           sizes)
+        self.lr = lrs.to(self.first)
         self.lr_unit = self.lr[self.seg]
 
-    def forward(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(pre-activations H (P, B), outputs (G, B)): hidden units along rows, so the
-        per-member sums and gathers move whole contiguous rows."""
-        H = self.W @ X.T
-        out = torch.zeros(len(self.ids), X.shape[0], dtype=X.dtype, device=X.device)
-        out.index_add_(0, self.seg, H * H * self.a.unsqueeze(1))
-        return H, out + self.c.unsqueeze(1)
+    def _sum(self, Z: torch.Tensor, B: int) -> torch.Tensor:
+        out = torch.zeros(len(self.ids), B, dtype=Z.dtype, device=Z.device)
+        out.index_add_(0, self.seg, Z)
+        return out + self.c.unsqueeze(1)
 
-    def step(self, X: torch.Tensor, y: torch.Tensor, mult: torch.Tensor,
-             train_second: bool) -> torch.Tensor:
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        """Outputs (G, B) of the live members."""
+        raise NotImplementedError
+
+    def step(self, X: torch.Tensor, y: torch.Tensor, mult: torch.Tensor) -> torch.Tensor:
         """One SGD step of every member on (X, y); returns the batch losses (G,) before it."""
-        H, out = self.forward(X)
-        r = out - y.unsqueeze(0)
+        raise NotImplementedError
+
+
+class _QuadPack(_Pack):
+    """NN members: ``first`` = W, ``second`` = a (trained when ``train_second``)."""
+
+    train_second = False
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        H = self.first @ X.T  # hidden units along rows: per-member sums move whole rows
+        return self._sum(H * H * self.second.unsqueeze(1), X.shape[0])
+
+    def step(self, X: torch.Tensor, y: torch.Tensor, mult: torch.Tensor) -> torch.Tensor:
+        H = self.first @ X.T
+        r = self._sum(H * H * self.second.unsqueeze(1), X.shape[0]) - y.unsqueeze(0)
         loss = (r * r).mean(1)
         g_out = r * (2.0 / X.shape[0])
         g_Z = g_out.index_select(0, self.seg)
         step = mult * self.lr_unit
         # The step size folded into the (P, B) factor: the W update is one fused GEMM,
         # W <- W - (step g_H) X, with no extra pass over the (P, d) matrix.
-        g_Hs = g_Z * H * (2.0 * step * self.a).unsqueeze(1)  # with a before this update
-        if train_second:
-            self.a -= step * (g_Z * H * H).sum(1)
-        self.W.addmm_(g_Hs, X, alpha=-1.0)
+        g_Hs = g_Z * H * (2.0 * step * self.second).unsqueeze(1)  # a before this update
+        if self.train_second:
+            self.second -= step * (g_Z * H * H).sum(1)
+        self.first.addmm_(g_Hs, X, alpha=-1.0)
+        self.c -= (mult * self.lr) * g_out.sum(1)
+        return loss
+
+
+class _QuadPackBoth(_QuadPack):
+    train_second = True
+
+
+class _NTPack(_Pack):
+    """NT members: ``first`` = W (fixed), ``second`` = U (trained)."""
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        H, V = self.first @ X.T, self.second @ X.T
+        return self._sum(2.0 * H * V, X.shape[0])
+
+    def step(self, X: torch.Tensor, y: torch.Tensor, mult: torch.Tensor) -> torch.Tensor:
+        H, V = self.first @ X.T, self.second @ X.T
+        r = self._sum(2.0 * H * V, X.shape[0]) - y.unsqueeze(0)
+        loss = (r * r).mean(1)
+        g_out = r * (2.0 / X.shape[0])
+        step = mult * self.lr_unit
+        self.second.addmm_(g_out.index_select(0, self.seg) * H * (2.0 * step).unsqueeze(1), X,
+                           alpha=-1.0)
         self.c -= (mult * self.lr) * g_out.sum(1)
         return loss
 
@@ -112,90 +170,171 @@ def train_packed_quad(W0: Sequence[torch.Tensor], lrs: Sequence[float], *, sampl
                       steps: int, batch_size: int, generator: torch.Generator,
                       schedule: Callable[[int], float] | None = None,
                       a0: Sequence[torch.Tensor] | None = None, train_second: bool = False,
-                      check_every: int = 50, capture: bool | None = None
+                      check_every: int = 50, capture: bool | None = None,
+                      log_steps: Sequence[int] = (), eval_fn: EvalFn | None = None
                       ) -> PackedQuadResult:
-    """Train G quadratic networks from ``W0[j]`` (N_j, d) with step sizes ``lrs[j]`` on one
-    stream of ``sampler(batch_size, generator)`` batches (module docstring).
+    """Train G quadratic networks (NN) from ``W0[j]`` (N_j, d) with step sizes ``lrs[j]`` on
+    one stream of ``sampler(batch_size, generator)`` batches (module docstring).
 
     ``a0[j]`` are the second layers (default ones); ``train_second`` trains them too (else
     fixed). The offsets c_j start at 0 and are trained. ``schedule(t)`` multiplies every step
     size at step t (None: 1). ``capture``: replay the steps from a CUDA graph
     (:mod:`lazylab.train.capture`; None: where the device's probe passed and the loop is
-    long, False: never, True: without consulting the probe).
+    long, False: never, True: without consulting the probe). ``log_steps`` and ``eval_fn``:
+    what is recorded along the way (module docstring), ``eval_fn(j, (W_j, a_j, c_j))``.
     """
-    if len(W0) != len(lrs) or not W0:
-        raise ValueError(f"W0 and lrs must be non-empty and of one length; got {len(W0)} and "
-                         f"{len(lrs)}")
     W = [w.detach().clone() for w in W0]
     a = ([x.detach().clone() for x in a0] if a0 is not None
          else [torch.ones(len(w), dtype=w.dtype, device=w.device) for w in W])
-    c = torch.zeros(len(W), dtype=W[0].dtype, device=W[0].device)
-    dead = torch.zeros(len(W), dtype=torch.bool)
-    lr_all = torch.tensor([float(v) for v in lrs], dtype=torch.float64)
-    pack = _Pack(W, a, c, lr_all, list(range(len(W))))
-    steps = loop_steps(steps)
-    device = pack.W.device
-    graphs = (capture if capture is not None
-              else steps >= cg.MIN_STEPS and cg.enabled(device))
-    mult = torch.ones((), dtype=pack.W.dtype, device=device)
+    kind = _QuadPackBoth if train_second else _QuadPack
+    return _train(kind, W, a, lrs, sampler, steps, batch_size, generator, schedule,
+                  check_every, capture, log_steps, eval_fn)
+
+
+def train_packed_nt(W: Sequence[torch.Tensor], lrs: Sequence[float], *, sampler: Sampler,
+                    steps: int, batch_size: int, generator: torch.Generator,
+                    schedule: Callable[[int], float] | None = None, check_every: int = 50,
+                    capture: bool | None = None, log_steps: Sequence[int] = (),
+                    eval_fn: EvalFn | None = None) -> PackedQuadResult:
+    """Train G neural tangent models f_j(x) = 2 sum_i (w_{j,i} . x)(u_{j,i} . x) + c_j, each
+    at its own first layer ``W[j]`` (N_j, d) (fixed), from U = 0 and c = 0, with step sizes
+    ``lrs[j]``; as :func:`train_packed_quad` otherwise (module docstring). The trained
+    directions come back as ``result.U``; ``eval_fn(j, (W_j, U_j, c_j))``."""
+    first = [w.detach().clone() for w in W]
+    U = [torch.zeros_like(w) for w in first]
+    return _train(_NTPack, first, U, lrs, sampler, steps, batch_size, generator, schedule,
+                  check_every, capture, log_steps, eval_fn)
+
+
+def _train(kind: type[_Pack], first: list[torch.Tensor], second: list[torch.Tensor],
+           lrs: Sequence[float], sampler: Sampler, steps: int, batch_size: int,
+           generator: torch.Generator, schedule: Callable[[int], float] | None,
+           check_every: int, capture: bool | None, log_steps: Sequence[int],
+           eval_fn: EvalFn | None) -> PackedQuadResult:
+    """The loop shared by both models: sampling, schedule, capture, checks, logging."""
+    if len(first) != len(lrs) or not first:
+        raise ValueError(f"W0 and lrs must be non-empty and of one length; got {len(first)} "
+                         f"and {len(lrs)}")
+    if any(s < 0 or s > steps for s in log_steps):
+        raise ValueError(f"log_steps must lie in [0, steps={steps}]; got {sorted(log_steps)}")
+    G = len(first)
+    c = torch.zeros(G, dtype=first[0].dtype, device=first[0].device)
+    state = _State(first, second, c, torch.zeros(G, dtype=torch.bool),
+                   torch.tensor([float(v) for v in lrs], dtype=torch.float64), kind)
+    pack = state.pack(list(range(G)))
+    run = loop_steps(steps)
+    logs = sorted({int(s) for s in log_steps if s <= run})
+    log = _Log(logs, G, eval_fn)
+    device = pack.first.device
+    graphs = capture if capture is not None else run >= cg.MIN_STEPS and cg.enabled(device)
+    mult = torch.ones((), dtype=pack.first.dtype, device=device)
     replay = None
 
     def one_step() -> torch.Tensor:
         X, y = sampler(batch_size, generator)
-        return pack.step(X, y, mult, train_second)
+        return pack.step(X, y, mult)
 
-    for t in range(steps + 1):
-        if t == steps:
+    for t in range(run + 1):
+        logged = t in log.index
+        if logged:
+            log.evaluate(t, pack, state)
+        if t == run:
             X, y = sampler(batch_size, generator)
             with torch.no_grad():
-                _, out = pack.forward(X)
-                final = ((out - y.unsqueeze(0)) ** 2).mean(1)
+                final = ((pack.forward(X) - y.unsqueeze(0)) ** 2).mean(1)
+            if logged:
+                log.losses(t, pack, final)
             break
         if schedule is not None:
             mult.fill_(schedule(t))
-        if graphs and replay is None and t >= cg.WARMUP and steps - t >= cg.MIN_STEPS // 2:
+        if graphs and replay is None and t >= cg.WARMUP and run - t >= cg.MIN_STEPS // 2:
             try:
                 replay = cg.capture(one_step, device, (generator,))
             except Exception:  # noqa: BLE001 - a step that cannot be captured runs eagerly
                 graphs = False
         loss = replay() if replay is not None else one_step()
-        if check_every and t % check_every == 0:
+        if logged:
+            log.losses(t, pack, loss)
+        if logged or (check_every and t % check_every == 0):
             bad = ~torch.isfinite(loss).cpu()
             if bool(bad.any()):
-                pack, replay = _drop(pack, bad, W, a, c, dead, lr_all), None
+                pack, replay = state.drop(pack, bad), None
                 if not pack.ids:
-                    return _result(W, a, c, torch.full((len(W),), float("nan")), dead)
-    final_all = torch.full((len(W),), float("nan"), dtype=torch.float64)
+                    return state.result(torch.full((G,), float("nan")), log)
+    final_all = torch.full((G,), float("nan"), dtype=torch.float64)
     final_all[pack.ids] = final.detach().double().cpu()
-    _unpack(pack, W, a, c)
-    dead |= ~torch.isfinite(final_all)
-    return _result(W, a, c, final_all, dead)
+    state.unpack(pack)
+    state.dead |= ~torch.isfinite(final_all)
+    return state.result(final_all, log)
 
 
-def _unpack(pack: _Pack, W: list[torch.Tensor], a: list[torch.Tensor], c: torch.Tensor) -> None:
-    """Copy the live members' packed parameters back into the per-member lists."""
-    start = 0
-    for k, j in enumerate(pack.ids):
-        n = len(W[j])
-        W[j], a[j] = pack.W[start:start + n].clone(), pack.a[start:start + n].clone()
-        c[j] = pack.c[k]
-        start += n
+@dataclass
+class _State:
+    """Every member's parameters (live ones are stale until :meth:`unpack`), who has
+    diverged, the step sizes, and the pack class."""
+
+    first: list[torch.Tensor]
+    second: list[torch.Tensor]
+    c: torch.Tensor
+    dead: torch.Tensor
+    lrs: torch.Tensor
+    kind: type[_Pack]
+
+    def pack(self, ids: list[int]) -> _Pack:
+        return self.kind([self.first[j] for j in ids], [self.second[j] for j in ids],
+                         self.c[ids], self.lrs[ids], ids)
+
+    def unpack(self, pack: _Pack) -> None:
+        """Copy the live members' packed parameters back into the per-member lists."""
+        start = 0
+        for k, j in enumerate(pack.ids):
+            n = len(self.first[j])
+            self.first[j] = pack.first[start:start + n].clone()
+            self.second[j] = pack.second[start:start + n].clone()
+            self.c[j] = pack.c[k]
+            start += n
+
+    def drop(self, pack: _Pack, bad: torch.Tensor) -> _Pack:
+        """Mark the members flagged ``bad`` (positions in the pack) diverged; repack the rest."""
+        self.unpack(pack)
+        for k, j in enumerate(pack.ids):
+            if bad[k]:
+                self.dead[j] = True
+        ids = [j for j in pack.ids if not self.dead[j]]
+        if not ids:
+            pack.ids = []
+            return pack
+        return self.pack(ids)
+
+    def result(self, final: torch.Tensor, log: _Log) -> PackedQuadResult:
+        return PackedQuadResult(self.first, self.second, self.c, final, self.dead.clone(),
+                                log.steps, log.loss, log.eval)
 
 
-def _drop(pack: _Pack, bad: torch.Tensor, W: list[torch.Tensor], a: list[torch.Tensor],
-          c: torch.Tensor, dead: torch.Tensor, lr_all: torch.Tensor) -> _Pack:
-    """Mark the members flagged ``bad`` (positions in the pack) diverged and repack the rest."""
-    _unpack(pack, W, a, c)
-    for k, j in enumerate(pack.ids):
-        if bad[k]:
-            dead[j] = True
-    ids = [j for j in pack.ids if not dead[j]]
-    if not ids:
-        pack.ids = []
-        return pack
-    return _Pack([W[j] for j in ids], [a[j] for j in ids], c[ids], lr_all[ids], ids)
+class _Log:
+    """Batch losses and evaluations (G, L) at the logged steps; NaN for dead members."""
 
+    def __init__(self, steps: list[int], G: int, eval_fn: EvalFn | None):
+        self.steps, self.index = steps, {s: i for i, s in enumerate(steps)}
+        self.eval_fn = eval_fn
+        nan = torch.full((G, len(steps)), float("nan"), dtype=torch.float64)
+        self.loss: torch.Tensor | None = nan if steps else None
+        self.eval: torch.Tensor | None = nan.clone() if steps and eval_fn else None
 
-def _result(W: list[torch.Tensor], a: list[torch.Tensor], c: torch.Tensor, final: torch.Tensor,
-            dead: torch.Tensor) -> PackedQuadResult:
-    return PackedQuadResult(W, a, c, final, dead.clone())
+    def losses(self, t: int, pack: _Pack, loss: torch.Tensor) -> None:
+        assert self.loss is not None
+        self.loss[pack.ids, self.index[t]] = loss.detach().double().cpu()
+
+    def evaluate(self, t: int, pack: _Pack, state: _State) -> None:
+        if self.eval is None or self.eval_fn is None:
+            return
+        start = 0
+        for k, j in enumerate(pack.ids):
+            n = len(state.first[j])
+            part = (pack.first[start:start + n], pack.second[start:start + n],
+                    float(pack.c[k]))
+            start += n
+            # Parameters that overflowed: the member diverges at this step's loss check, and
+            # eval_fn is never handed non-finite numbers.
+            if all(bool(torch.isfinite(x).all()) for x in part[:2]) and math.isfinite(part[2]):
+                self.eval[j, self.index[t]] = float(self.eval_fn(j, part))

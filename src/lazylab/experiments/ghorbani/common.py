@@ -48,9 +48,9 @@ at d = 450, N = 225, 2e5 steps: NN 0.0387 vs its limit 0.0357.  ``lr_factors`` (
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 import torch
@@ -62,12 +62,13 @@ from lazylab.experiments.base import ExperimentParams
 from lazylab.models import LinearizedModel, TwoLayerNet, gaussian_weights
 from lazylab.solve import NormalEquations
 from lazylab.train import fit, ghorbani_paper
+from lazylab.train.packed import PackedQuadResult, train_packed_nt, train_packed_quad
 
 __all__ = [
     "GhorbaniParams",
     "Problem", "QuadForm", "qf_problem", "mg_problem", "draw_weights", "fit_rf", "fit_nt_lstsq",
     "nt_basis_size", "nn_init", "quad_form", "train_nn", "train_nt_sgd", "test_risk", "nn_lr",
-    "nt_lr", "nt_lr_learning", "SGDConfig",
+    "nt_lr", "nt_lr_learning", "SGDConfig", "nt_init", "nt_quad_form", "train_lr_grid",
 ]
 
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -329,6 +330,19 @@ def train_nn(problem: Problem, N: int, cfg: SGDConfig, init_scale: float, gen: t
     return quad(), hist
 
 
+def nt_init(d: int, N: int, gen: torch.Generator, device: torch.device) -> TwoLayerNet:
+    """The network the NT model linearizes (w_i ~ N(0, I/d), a = 1), drawn from ``gen``."""
+    return TwoLayerNet(d, N, activation="quad", scaling="none", a_init="ones",
+                       weight_std=d ** -0.5, bias=True, generator=gen, device=device,
+                       dtype=torch.float32)
+
+
+def nt_quad_form(W: torch.Tensor, U: torch.Tensor, c: float) -> QuadForm:
+    """f(x) = 2 sum_i (w_i . x)(u_i . x) + c as c + x^T M x, M = W^T U + U^T W (float64)."""
+    M = W.detach().double().cpu().numpy().T @ U.detach().double().cpu().numpy()
+    return QuadForm(M + M.T, float(c))
+
+
 def train_nt_sgd(problem: Problem, N: int, cfg: SGDConfig, gen: torch.Generator,
                  device: torch.device, *, log_steps: list[int] | None = None,
                  on_eval: Callable[[QuadForm], dict[str, float]] | None = None):
@@ -336,18 +350,12 @@ def train_nt_sgd(problem: Problem, N: int, cfg: SGDConfig, gen: torch.Generator,
 
     Returns (QuadForm, History, W) with W the (N, d) random first layer.
     """
-    d = problem.d
-    net = TwoLayerNet(d, N, activation="quad", scaling="none", a_init="ones",
-                      weight_std=d ** -0.5, bias=True, generator=gen, device=device,
-                      dtype=torch.float32)
-    lin = LinearizedModel(net, include_f0=False, wrt=("W", "c"))
+    lin = LinearizedModel(nt_init(problem.d, N, gen, device), include_f0=False,
+                          wrt=("W", "c"))
     W = lin.base.W.detach()
 
     def quad() -> QuadForm:
-        Wn = W.double().cpu().numpy()
-        Un = lin.direction["W"].detach().double().cpu().numpy()
-        M = Wn.T @ Un
-        return QuadForm(M + M.T, float(lin.direction["c"].detach()))
+        return nt_quad_form(W, lin.direction["W"], float(lin.direction["c"].detach()))
 
     hist = fit(lin, sampler=problem.sampler(), loss="mse", optimizer="one_pass", lr=cfg.lr,
                steps=cfg.steps, batch_size=cfg.batch_size, schedule=cfg.schedule(),
@@ -355,3 +363,26 @@ def train_nt_sgd(problem: Problem, N: int, cfg: SGDConfig, gen: torch.Generator,
                eval_fn=(lambda _m: on_eval(quad())) if on_eval is not None else None,
                generator=gen)
     return quad(), hist, W
+
+
+def train_lr_grid(problem: Problem, N: int, cfg: SGDConfig, factors: Sequence[float],
+                  init_scale: float | None, gen: torch.Generator, device: torch.device, *,
+                  log_steps: Sequence[int]) -> PackedQuadResult:
+    """NN (``init_scale`` given, :func:`train_nn`'s model) or NT (None, :func:`train_nt_sgd`'s)
+    at width N trained at every step size ``cfg.lr x factors`` as one packed network, from one
+    initialization drawn from ``gen`` on one sample stream from ``gen`` (as separate runs
+    restarted from ``gen``'s state would see). Member k's exact risk R/R0 is logged at
+    ``log_steps`` (``result.log_eval[k]``) with its batch losses (``result.log_loss[k]``)."""
+    F = len(factors)
+    kw: dict[str, Any] = dict(lrs=[cfg.lr * f for f in factors], sampler=problem.sampler(),
+                              steps=cfg.steps, batch_size=cfg.batch_size,
+                              schedule=cfg.schedule(), log_steps=log_steps)
+    if init_scale is not None:
+        net = nn_init(problem, N, init_scale, gen, device)
+        return train_packed_quad(
+            [net.W.detach()] * F, a0=[net.scale * net.a.detach()] * F,
+            train_second=problem.kind == "mg", generator=gen,
+            eval_fn=lambda _j, prm: problem.risk(quad_form(*prm)), **kw)
+    W = nt_init(problem.d, N, gen, device).W.detach()
+    return train_packed_nt([W] * F, generator=gen,
+                           eval_fn=lambda _j, prm: problem.risk(nt_quad_form(*prm)), **kw)

@@ -31,7 +31,6 @@ from lazylab.experiments import style
 from lazylab.experiments.base import Claim, Experiment, Results, row
 from lazylab.experiments.ghorbani import common as C
 from lazylab.experiments.ghorbani.verdicts import ABS_FLOOR, K_SE, sgd_allowance, sim_stats
-from lazylab.experiments.toolkit import grid_search
 from lazylab.experiments.toolkit import match_claim as toolkit_match
 from lazylab.seeding import torch_generator
 from lazylab.train import log_spaced_steps
@@ -122,43 +121,42 @@ class SamplesExperiment(Experiment):
 
     def run_unit(self, p: SamplesParams, key: dict[str, Any], seed: int,
                  device: torch.device) -> list[dict[str, Any]]:
+        """Train ``method`` at every step size ``base x lr_factors`` from one initialization on
+        one sample stream, all factors at once as one packed network
+        (:mod:`lazylab.train.packed`), and keep the factor with the lowest final risk (ties:
+        the first; diverged runs are skipped). Equal to one :func:`lazylab.train.fit` run per
+        factor to rounding (tests/test_packed.py)."""
         method = key["method"]
         if method not in METHODS:
             raise ValueError(f"unknown method {method!r}; allowed: {', '.join(METHODS)}")
         prob, N = self.problem(p), self.width(p)
         gen = torch_generator(seed, device)
-        steps = eval_steps(p.sgd_steps, p.eval_points)
-        def evaluator(risks: list[float]):
-            def on_eval(q: C.QuadForm) -> dict[str, float]:
-                risks.append(prob.risk(q))
-                return {"risk": risks[-1]}
-            return on_eval
-
-        def run(lr: float) -> tuple:
-            risks: list[float] = []
-            cfg = C.SGDConfig(p.sgd_steps, p.batch_size, lr, p.tail_fraction)
-            if method == "NN":
-                q, hist = C.train_nn(prob, N, cfg, p.init_scale, gen, device, log_steps=steps,
-                                     on_eval=evaluator(risks))
-                return q, hist, None, risks
-            q, hist, W = C.train_nt_sgd(prob, N, cfg, gen, device, log_steps=steps,
-                                        on_eval=evaluator(risks))
-            return q, hist, W, risks
-
-        base = (C.nn_lr(p.d, p.batch_size, p.nn_lr, self.nn_lr_coef) if method == "NN"
+        nn = method == "NN"
+        base = (C.nn_lr(p.d, p.batch_size, p.nn_lr, self.nn_lr_coef) if nn
                 else C.nt_lr_learning(p.d, N, p.batch_size, p.nt_lr))
-        best = grid_search(run, base, p.lr_factors, score=lambda o: o[3][-1], generator=gen)
-        _, hist, W, risks = best.best
-        lr = best.value
-        extra = [("lr", lr)]
-        if W is not None:
-            extra.append(("risk_population_limit", self.nt_limit(W, prob)))
-        x = [s * p.batch_size / p.d for s in hist.steps]
+        F = len(p.lr_factors)
+        res = C.train_lr_grid(prob, N, C.SGDConfig(p.sgd_steps, p.batch_size, base,
+                                                   p.tail_fraction),
+                              p.lr_factors, p.init_scale if nn else None, gen, device,
+                              log_steps=eval_steps(p.sgd_steps, p.eval_points))
+        assert res.log_eval is not None and res.log_loss is not None
+        finals = [math.inf if bool(res.diverged[k]) else float(res.log_eval[k, -1])
+                  for k in range(F)]
+        k = int(np.argmin(finals))
+        if not math.isfinite(finals[k]):
+            raise RuntimeError(f"{method} at N = {N}: training diverged at every step size "
+                               f"({base:g} x {p.lr_factors}); lower "
+                               f"{'nn_lr' if nn else 'nt_lr'}")
+        extra = [("lr", base * p.lr_factors[k])]
+        if not nn:
+            extra.append(("risk_population_limit", self.nt_limit(res.W[k], prob)))
+        x = [s * p.batch_size / p.d for s in res.log_steps]
         rows = []
-        for xi, r, tl in zip(x, risks, hist.train_loss, strict=True):
+        for xi, r, tl in zip(x, res.log_eval[k].tolist(), res.log_loss[k].tolist(),
+                             strict=True):
             rows += [row(method, "n/d", xi, "risk", r),
                      row(method, "n/d", xi, "train_loss", tl / prob.r0)]
-        rows += [row(method, "n/d", x[-1], k, v) for k, v in extra]
+        rows += [row(method, "n/d", x[-1], k_, v) for k_, v in extra]
         return rows
 
     # ------------------------------------------------------------------ theory
