@@ -269,3 +269,24 @@ def test_grid_helpers():
     assert best_index(torch.tensor([float("nan"), 3.0, float("inf"), 1.0])) == 3
     assert best_index(torch.tensor([float("nan")])) == -1
     assert list(itertools.chain(decade_grid(-3, -3, (1,)))) == [0.001]
+
+
+def test_grid_predict_chunks_rows_by_memory(monkeypatch):
+    """GridRun.predict splits X so that one activation of every configuration stays within
+    ACTIVATION_ELEMENTS (the paper's m = 10^4 grid needed 15 GB a tensor at once); the
+    outputs equal the unchunked ones row for row."""
+    from lazylab.train import ensemble
+
+    g = torch.Generator().manual_seed(0)
+    net = MLP2(5, 2, 16, generator=g, dtype=torch.float64)
+    X = torch.randn(40, 5, generator=g, dtype=torch.float64)
+    run = train_grid(net, X, X[:, :2] ** 2, lrs=[0.01, 0.1], wds=[0.0, 0.1], epochs=2,
+                     batch_size=10, generator=torch.Generator().manual_seed(1))
+    whole = run.predict(X)
+    calls = []
+    real = torch.cat
+    monkeypatch.setattr(ensemble, "ACTIVATION_ELEMENTS", 4 * 16 * 7)  # 7 rows of 4 configs
+    monkeypatch.setattr(torch, "cat", lambda xs, **kw: calls.append(len(xs)) or real(xs, **kw))
+    chunked = run.predict(X)
+    assert calls == [6]  # ceil(40 / 7)
+    torch.testing.assert_close(chunked, whole, rtol=1e-12, atol=1e-12)

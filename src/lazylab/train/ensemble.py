@@ -45,6 +45,11 @@ from lazylab.train.meter import loop_steps
 
 __all__ = ["GridRun", "decade_grid", "train_grid", "best_index"]
 
+#: Elements of one hidden activation of every configuration during :meth:`GridRun.predict`
+#: (2^25: 128 MiB in float32). At the paper's m = 10^4 with 75 configurations, 5000 rows at
+#: once would be 15 GB per activation.
+ACTIVATION_ELEMENTS = 2 ** 25
+
 
 def decade_grid(k_min: int, k_max: int, mantissas: Sequence[float] = (1, 2, 5)) -> list[float]:
     """Sorted {1, 2, 5} x 10^k for k in [k_min, k_max] (the paper's lr and wd grid).
@@ -103,9 +108,14 @@ class GridRun:
 
     @torch.no_grad()
     def predict(self, X: torch.Tensor, *, chunk: int = 8192) -> torch.Tensor:
-        """Outputs of every configuration, (G, n, ...)."""
+        """Outputs of every configuration, (G, n, ...), ``chunk`` rows of X at a time or
+        fewer: a hidden activation of all G configurations on a chunk (G x rows x width,
+        width the largest parameter dimension) stays within :data:`ACTIVATION_ELEMENTS`."""
         fn = vmap(self._fn(), in_dims=(0, None))
-        return torch.cat([fn(self.params, X[i:i + chunk]) for i in range(0, len(X), chunk)],
+        width = max((max(t.shape[1:]) for t in self.params.values() if t.dim() > 1),
+                    default=1)
+        rows = max(1, min(int(chunk), ACTIVATION_ELEMENTS // (len(self.configs) * width)))
+        return torch.cat([fn(self.params, X[i:i + rows]) for i in range(0, len(X), rows)],
                          dim=1)
 
     @torch.no_grad()
