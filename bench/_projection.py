@@ -154,13 +154,13 @@ def _timed_probe(device: torch.device):
 
 def _measure_group(call, cap: int, tcap: int, device: torch.device
                    ) -> tuple[Cost, int, bool]:
-    """Extrapolated uncapped cost of one group; (cost, loops seen, exact). Operations, flop
-    and time inside operations are counted at caps ``cap`` and ``2 cap`` (counts are exact);
-    wall and CPU seconds are timed at the same caps, or where a loop's extra steps take less
+    """Extrapolated uncapped cost of one group; (cost, loops seen, exact). Wall and CPU
+    seconds are timed at caps ``cap`` and ``2 cap``, or where a loop's extra steps take less
     than :data:`MIN_TIMED` seconds at ``tcap`` and ``2 tcap`` (enough steps that the timer's
-    jitter is small against their difference)."""
-    timed = []
-    for k in (cap, 2 * cap):
+    jitter is small against their difference); operations, flop and time inside operations
+    are counted at the same caps (counts are exact)."""
+    timed, caps = [], (cap, 2 * cap)
+    for k in caps:
         with capped(k, _timed_probe(device)) as m:
             call()
         timed.append(m)
@@ -169,13 +169,14 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device
     if len(timed) == 2 and tcap > cap and any(
             per_step(timed[0], timed[1], i)[0] * cap < MIN_TIMED
             for i in range(len(timed[0].loops))):
-        timed = []  # steps too short to time at the small caps: time more of them
-        for k in (tcap, 2 * tcap):
+        timed, caps = [], (tcap, 2 * tcap)  # steps too short to time at the small caps
+        for k in caps:
             with capped(k, _timed_probe(device)) as m:
                 call()
             timed.append(m)
     counted = []
-    for k in (cap, 2 * cap)[:len(timed)]:
+    for k in caps[:len(timed)]:  # counted where timed: the early, densely logged steps
+        # (log-spaced evaluations at 1, 2, 3, ...) are not taken for every step's work
         with OpCounter() as oc, FlopCounterMode(display=False) as fc:
             with capped(k, lambda: (float(oc.n), float(fc.get_total_flops()),
                                     oc.seconds)) as m:

@@ -251,7 +251,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=10, help="capped steps of the ratio table")
     ap.add_argument("--cap", type=int, default=2, help="training loops capped at cap, 2 cap")
-    ap.add_argument("--tcap", type=int, default=20,
+    ap.add_argument("--tcap", type=int, default=100,
                     help="training loops timed at tcap, 2 tcap steps")
     ap.add_argument("--sample", type=int, default=3, help="groups measured per experiment")
     ap.add_argument("--limit", type=float, default=600.0, help="seconds a piece may take")
