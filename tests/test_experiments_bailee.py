@@ -202,3 +202,38 @@ def test_paper_scale_smallest_units_start():
     rows = exp.run_unit(p, exp.units(p)[0], 0, CPU)
     assert {r["method"] for r in rows} == {"NTK", "QuadNTK", "randomized net",
                                           "randomized net, E_Sigma f"}
+
+
+def test_xor_slope_claims_hold_at_the_laws_and_fail_when_swapped():
+    """n* exactly d^2 (NTK) and d (QuadNTK, randomized net) over three seeds: every slope claim
+    and nstar-faster hold; with the laws swapped (NTK linear, the others quadratic) each fails
+    (a slope off by 1, against tolerances below 1 = the resolution)."""
+    from lazylab.experiments.base import Results, row
+
+    exp = REGISTRY["bailee-xor"]
+    ds = [6, 8, 10, 12, 14]
+    p = exp.resolve("quick", {"ds": ds})
+
+    def table(ntk: float, other: float) -> Results:
+        laws = {"NTK": ntk, "QuadNTK": other, "randomized net": other}
+        return Results([dict(row(m, "d", d, "n_star", 3.0 * d ** e * (1 + 0.02 * (s - 1))),
+                             seed=s)
+                        for m, e in laws.items() for d in ds for s in range(3)])
+
+    good = {c.id: c for c in exp.claims(p, table(2.0, 1.0))}
+    bad = {c.id: c for c in exp.claims(p, table(1.0, 2.0))}
+    for cid in ("ntk-slope", "quad-slope", "randomized-slope", "nstar-faster"):
+        assert good[cid].held, (cid, good[cid])
+        assert bad[cid].failed, (cid, bad[cid])
+
+
+def test_higher_order_k4_claims_hold_and_fail_when_tilted():
+    """k = 4 (the smoke run has k = 2, 3 only): its three claims hold on a small run, and
+    each fails under one of the contract's perturbations of the results."""
+    from lazylab.testing import check_every_claim_can_fail, run_in_memory
+
+    exp = REGISTRY["bailee-higher-order"]
+    run = run_in_memory(exp, {**exp.smoke, "ks": [4], "m_max": 30_000})
+    assert {cid for cid, c in run.claims.items() if c.held} == {"k4-theta1", "k4-lower",
+                                                                 "k4-rest"}
+    check_every_claim_can_fail(run)

@@ -44,6 +44,7 @@ from lazylab.experiments.base import (
     Experiment,
     ExperimentParams,
     Results,
+    comparison_text,
 )
 from lazylab.seeding import canonical_key
 
@@ -223,7 +224,20 @@ def check_smoke_rows_and_claims(run: Run) -> None:
         if c.status != "not_applicable":
             assert c.error_model, f"{c.id}: state the error model"
             assert math.isfinite(c.tolerance), f"{c.id}: tolerance must be a number"
+        if c.held:  # the printed comparison is one the verdict passed
+            _check_comparison(c)
         json.dumps(c.to_dict(), allow_nan=True)
+
+
+def _check_comparison(c: Claim) -> None:
+    m, e, t, op = c.measured, c.expected, c.tolerance, c.comparison
+    if not all(math.isfinite(v) for v in (m, e, t)):
+        return
+    slack = 1e-12 * max(1.0, abs(m), abs(e), abs(t))
+    ok = {"within": abs(m - e) <= t + slack, ">=": m >= e - t - slack,
+          "<=": m <= e + t + slack, "above": m >= e + t - slack,
+          "below": m <= e - t + slack}[op]
+    assert ok, f"{c.id} held, but its printed test fails: {comparison_text(m, e, t, op)}"
 
 
 def check_every_claim_can_fail(run: Run) -> None:

@@ -241,8 +241,11 @@ class Claim:
                           self.details.get("comparison"))
 
 
-#: The comparisons a verdict can apply: |m - e| <= t, m >= e - t, m <= e + t.
-COMPARISONS = ("within", ">=", "<=")
+#: The comparisons a verdict can apply: |m - e| <= t ("within"), m >= e - t (">="),
+#: m <= e + t ("<="), and the one-sided tests beyond a margin, m >= e + t ("above") and
+#: m <= e - t ("below"), e.g. "a gap above 0 by 3 SE". The last two are never inferred from
+#: a verdict: a claim declares them (``details["comparison"]``).
+COMPARISONS = ("within", ">=", "<=", "above", "below")
 
 
 def comparison(measured: float, expected: float, tolerance: float, status: str,
@@ -274,8 +277,9 @@ def comparison(measured: float, expected: float, tolerance: float, status: str,
 
 def comparison_text(measured: float, expected: float, tolerance: float, op: str,
                     fmt=lambda v: f"{v:.4g}") -> str:
-    """The test as printed: ``0.967 >= 0.5 - 0.0158``, ``0.52 within 0.5 +- 0.1``; "-" when
-    there is nothing to compare (not applicable)."""
+    """The test as printed: ``0.967 >= 0.5 - 0.0158``, ``0.52 within 0.5 +- 0.1``,
+    ``0.21 <= 1.35 - 0.018`` (below a margin); "-" when there is nothing to compare (not
+    applicable)."""
     vals = []
     for v in (measured, expected, tolerance):
         try:
@@ -289,6 +293,10 @@ def comparison_text(measured: float, expected: float, tolerance: float, op: str,
         return f"{m} >= {e} - {t}"
     if op == "<=":
         return f"{m} <= {e} + {t}"
+    if op == "above":
+        return f"{m} >= {e} + {t}"
+    if op == "below":
+        return f"{m} <= {e} - {t}"
     return f"{m} within {e} +- {t}"
 
 

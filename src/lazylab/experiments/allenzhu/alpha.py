@@ -28,6 +28,7 @@ from lazylab.experiments.allenzhu.performance import (
     fit_unit,
     panel_mode,
     panel_skipped,
+    t1_peak_bytes,
 )
 from lazylab.experiments.base import Claim, Experiment, Results, row
 from lazylab.experiments.style import finish
@@ -90,6 +91,12 @@ class Alpha(Experiment):
     # (lazylab.experiments.sizing.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"epochs": 1, "n_hidden": 1, "widths": 1}
 
+    def peak_bytes(self, p: AlphaParams) -> float:
+        """The 3resnet SGD grid at the largest width (:func:`t1_peak_bytes`): the G = |lrs| x
+        |wds| stacked float32 parameters and about six (G, rows, m) activations of a
+        prediction block (rows capped by ACTIVATION_ELEMENTS)."""
+        return t1_peak_bytes(p, ["3resnet"], baselines=False)
+
     def units(self, p: AlphaParams) -> list[dict[str, Any]]:
         return [{"panel": panel, "beta": b, "m": m}
                 for panel in p.panels for b in p.betas for m in p.widths]
@@ -149,7 +156,8 @@ class Alpha(Experiment):
                 "per-sample squared errors, combined over the betas); held iff mean relative "
                 "error over beta < alpha exceeds the mean over beta > alpha by more than "
                 "K_SE SE; paper selection",
-                {"relative_error": {f"{b:g}": v[0] for b, v in vals.items()}}))
+                {"relative_error": {f"{b:g}": v[0] for b, v in vals.items()},
+                 "comparison": "above"}))
         return out
 
     def plot(self, p: AlphaParams, results: Results):

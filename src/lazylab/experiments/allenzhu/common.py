@@ -16,10 +16,11 @@ from lazylab.kernels import ntk
 from lazylab.models.mlp import MLP2, MLP3
 from lazylab.models.resnet import ResNet3
 from lazylab.solve import kernel_ridge, lstsq
-from lazylab.train.ensemble import best_index, train_grid
+from lazylab.train.ensemble import ACTIVATION_ELEMENTS, best_index, train_grid
 
 __all__ = ["ARCHS", "PAPER", "RIDGE_GRID", "Fit", "T1Data", "fit_kernel", "fit_ridge", "fit_sgd",
-           "hidden_names", "make_learner", "n_grid", "t1_data"]
+           "grid_peak_bytes", "hidden_names", "kernel_peak_bytes", "learner_params",
+           "make_learner", "n_grid", "ridge_peak_bytes", "t1_data"]
 
 PAPER = "allenzhu"
 
@@ -77,6 +78,50 @@ def make_learner(arch: str, d: int, k: int, m: int, *, untied: bool, init: str,
     else:
         raise ValueError(f"arch must be one of {', '.join(ARCHS)}; got {arch!r}")
     return net.to(device)
+
+
+def learner_params(arch: str, d: int, k: int, m: int) -> int:
+    """Parameters of :func:`make_learner`'s net: W and b1, the hidden layer (3resnet: V and
+    b2, m x k; 3layer: U and b2, m x m) and the output layer A (k x m)."""
+    hidden = {"3resnet": m * k + m, "3layer": m * m + m, "2layer": 0}[arch]
+    return m * d + m + hidden + k * m
+
+
+#: Hidden (G, rows, width) float32 activations live at once in GridRun.predict, by learner
+#: (measured peaks of single units: about 5.5 for the ResNet's h1, z2, h2, h1 + h2 and their
+#: temporaries, 4 for the 3layer MLP, 3 for the 2layer one; the linearized "(NTK)" mode's
+#: tangents added less than one more).
+ACTIVATIONS = {"3resnet": 6, "3layer": 4, "2layer": 3}
+
+
+def grid_peak_bytes(n_params: int, width: int, configs: int, group: int, n_eval: int,
+                    batch: int, activations: float) -> float:
+    """Peak float32 bytes of :func:`lazylab.train.ensemble.train_grid` and
+    :meth:`GridRun.predict` for ``configs`` (lr, wd) pairs of ``n_params`` trainable numbers,
+    trained ``group`` at a time: the stacked parameters while a group trains (parameters,
+    momentum, gradient and its flattened copy of the group, with the finished groups) or
+    after (the groups and their concatenation), plus ``activations`` (G, rows, width) hidden
+    activations of a prediction block (rows capped by ACTIVATION_ELEMENTS and the default chunk
+    8192) or of a training batch."""
+    gc = min(configs, group)
+    params = n_params * max(4 * gc + configs, 2 * configs)
+    rows = max(1, min(n_eval, 8192, ACTIVATION_ELEMENTS // max(1, configs * width)))
+    act = max(configs * rows, gc * batch) * width
+    return 4.0 * (params + activations * act)
+
+
+def ridge_peak_bytes(n: int, n_val: int, n_test: int, m: int) -> float:
+    """Peak bytes of a "(last)" unit (:func:`fit_ridge`): the frozen features of the training,
+    validation and test points in float32 and float64 (three numbers per point and unit) and
+    the min(n, m)^2 normal-equation matrix with its Cholesky factor (float64)."""
+    return 8.0 * (3 * (n + n_val + n_test) * m + 3 * min(n, m) ** 2)
+
+
+def kernel_peak_bytes(n: int, n_val: int, n_test: int) -> float:
+    """Peak float64 bytes of a kernel baseline (:func:`fit_kernel`): the n x n Gram matrix with
+    the Cholesky solve's symmetrised copy, identity, shifted copy and factor (about six n^2),
+    and the (n_val + n_test) x n cross-kernels with the cdist / exp temporaries (four)."""
+    return 8.0 * (6 * n * n + 4 * (n_val + n_test) * n)
 
 
 def hidden_names(net: torch.nn.Module) -> list[str]:

@@ -27,7 +27,7 @@ from lazylab.data.hierarchical import all_cube_points, allenzhu_parity6
 from lazylab.data.samplers import hypercube
 from lazylab.errors import InputError
 from lazylab.experiments import register
-from lazylab.experiments.allenzhu.common import PAPER
+from lazylab.experiments.allenzhu.common import PAPER, grid_peak_bytes
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
 from lazylab.experiments.style import finish, new_figure
 from lazylab.experiments.toolkit import K_SE, sub_generator
@@ -169,6 +169,20 @@ class Norm(Experiment):
     # (lazylab.experiments.sizing.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"epochs": 1, "n_train": 1, "widths": 1,
                                               "hand_steps": 1}
+
+    def peak_bytes(self, p: NormParams) -> float:
+        """The larger unit: the SGD grid at the largest width (:func:`grid_peak_bytes`, G stacked
+        m x d float32 W, three (G, rows, max(m, d)) activations) or the hand-built search (three
+        float64 (R, 64, m_hand) activations, L-BFGS's 50 (R, m_hand, 6) pairs; R = radii x
+        restarts), plus the float32 samples and the hand-built unit's float64 copy."""
+        m = max(p.widths)
+        configs = len(decade_grid(*p.lr_decades)) * len(p.wds)
+        sgd = grid_peak_bytes(m * p.d, max(m, p.d), configs, p.max_group,
+                              max(p.n_train, p.n_test), min(p.batch_size, p.n_train), 3)
+        data = 12.0 * (p.n_train + p.n_test) * p.d
+        R = len(p.radii) * p.restarts
+        hand = 8.0 * R * p.m_hand * (3 * 64 + 2 * 50 * 6)
+        return max(sgd, hand) + data
 
     def units(self, p: NormParams) -> list[dict[str, Any]]:
         return [{"kind": "hand"}] + [{"kind": "sgd", "m": m} for m in p.widths]

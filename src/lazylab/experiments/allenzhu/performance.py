@@ -34,7 +34,7 @@ docs/protocols/allenzhu-performance.md.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal
 
 import torch
@@ -43,12 +43,17 @@ from pydantic import Field, field_validator
 from lazylab.errors import InputError
 from lazylab.experiments import register
 from lazylab.experiments.allenzhu.common import (
+    ACTIVATIONS,
     ARCHS,
     PAPER,
     fit_kernel,
     fit_ridge,
     fit_sgd,
+    grid_peak_bytes,
+    kernel_peak_bytes,
+    learner_params,
     make_learner,
+    ridge_peak_bytes,
     t1_data,
 )
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
@@ -153,6 +158,25 @@ def panel_mode(panel: str) -> tuple[str, str]:
     return ("all", "n_all") if panel == "a" else ("hidden", "n_hidden")
 
 
+def t1_peak_bytes(p: T1Params, archs: Sequence[str], baselines: bool) -> float:
+    """Peak bytes of the largest unit at the largest width m and the larger panel's N: the SGD
+    grid of each architecture (:func:`grid_peak_bytes` with its parameter count and
+    activations, G = |lrs| x |wds| configurations, ``max_group`` at a time, predictions on up to
+    max(N, n_val, n_test) points) and, with ``baselines``, the "(last)" ridge fit and the kernel
+    baselines (:func:`ridge_peak_bytes`, :func:`kernel_peak_bytes`)."""
+    m = max(p.widths)
+    n = max(getattr(p, panel_mode(panel)[1]) for panel in p.panels)
+    n_eval = max(n, p.n_val, p.n_test)
+    configs = len(p.lrs) * len(p.wds)
+    peaks = [grid_peak_bytes(learner_params(arch, p.d, p.k, m), max(m, p.d, p.k), configs,
+                             p.max_group, n_eval, min(p.batch_size, n), ACTIVATIONS[arch])
+             for arch in archs]
+    if baselines:
+        peaks += [ridge_peak_bytes(n, p.n_val, p.n_test, m),
+                  kernel_peak_bytes(n, p.n_val, p.n_test)]
+    return max(peaks)
+
+
 def fit_unit(p: T1Params, arch: str, mode: str, m: int, n: int, beta: float, seed: int,
              data_seed: int, device: torch.device) -> Any:
     """Train one learner in one mode (SGD grid or ridge) and return its Fit."""
@@ -223,6 +247,13 @@ class Performance(Experiment):
     # Cost guard: the unit-count estimate times the growth of each size, a lower bound
     # (lazylab.experiments.sizing.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"epochs": 1, "n_hidden": 1, "widths": 1}
+
+    def peak_bytes(self, p: T1Params) -> float:
+        """The largest of the three learners' SGD grids at the largest width (float32 stacked
+        parameters, dominated by the 3layer's m x m U, and about six (G, rows, m) activations
+        of a prediction block), the "(last)" ridge features and the kernel baselines' Gram
+        matrices (:func:`t1_peak_bytes`)."""
+        return t1_peak_bytes(p, ARCHS, baselines=True)
 
     def units(self, p: T1Params) -> list[dict[str, Any]]:
         out = []
@@ -303,7 +334,7 @@ class Performance(Experiment):
                 f"resnet-below-{panel}", st[f"resnet-below-{panel}"],
                 err + K_SE * se < thr, err, thr, K_SE * se,
                 mc + "; held iff the error is below k alpha^2 by more than K_SE SE",
-                {"threshold": thr}))
+                {"threshold": thr, "comparison": "below"}))
         return out
 
     def plot(self, p: T1Params, results: Results):

@@ -292,7 +292,8 @@ class Learnability(Experiment):
                             "n (Var q = 2 sum_{i != j} (H^-1)_ij^2) over sqrt(seeds), "
                             "propagated to the slope, or the fit's residual error if larger; "
                             f"bias {SLOPE_BIAS} for the second-order expectation",
-                details={"measured slope": loglog_fit(ns, rnd).slope,
+                details={"kind": "consistency",  # a Monte Carlo check of E y^T H^-1 y = tr H^-1
+                         "measured slope": loglog_fit(ns, rnd).slope,
                          "expected slope": loglog_fit(ne, expect).slope,
                          "expected values": [float(v) for v in expect]}),
             lemma53_claim("lemma-5.3", self.claim_statements["lemma-5.3"], results, trained,

@@ -35,6 +35,7 @@ __all__ = [
     "F64",
     "K_SE",
     "PAPER",
+    "block_elems",
     "data_generator",
     "fit_tilt",
     "input_chunks",
@@ -103,6 +104,13 @@ def input_chunks(X: torch.Tensor, width: int) -> Iterator[torch.Tensor]:
     """Row blocks of X whose (rows x width) preactivation blocks fit in CHUNK_ELEMS."""
     rows = max(1, CHUNK_ELEMS // max(int(width), 1))
     yield from X.split(rows)
+
+
+def block_elems(n: int, width: int) -> int:
+    """Elements of the largest (rows, width) block :func:`input_chunks` yields for n inputs
+    (the unit of the chunked experiments' memory models)."""
+    width = max(int(width), 1)
+    return min(int(n), max(1, CHUNK_ELEMS // width)) * width
 
 
 def loglog_slope(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:

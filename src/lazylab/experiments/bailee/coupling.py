@@ -26,6 +26,7 @@ from pydantic import Field
 from lazylab.experiments import register
 from lazylab.experiments.bailee.common import (
     PAPER,
+    block_elems,
     fit_tilt,
     input_chunks,
     make_net,
@@ -118,6 +119,14 @@ class Coupling(Experiment):
     # Cost guard: the unit-count estimate times the growth of each size, a lower bound
     # (lazylab.experiments.sizing.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"m_max": 1, "n_test": 1, "d": 1}
+
+    def peak_bytes(self, p: CouplingParams) -> float:
+        """float64 arrays of the widest unit: about twelve (rows, m) input blocks
+        (:func:`block_elems`) live in taylor_terms / sign_moments (Z, V, Z +- V, their sigma,
+        derivatives and powers), and six (m, d) matrices (W0 and the randomized net's copy, U
+        and its copy, Sigma U, the init's temporaries)."""
+        m = max(width_grid(p.m_min, p.m_max, p.m_points))
+        return 8.0 * (12 * block_elems(p.n_test, m) + 6 * m * p.d)
 
     def units(self, p: CouplingParams) -> list[dict[str, Any]]:
         return [{"m": m} for m in width_grid(p.m_min, p.m_max, p.m_points)]

@@ -34,6 +34,7 @@ from lazylab.experiments import register
 from lazylab.experiments.bailee.common import (
     F64,
     PAPER,
+    block_elems,
     data_generator,
     input_chunks,
     make_net,
@@ -177,11 +178,10 @@ class Expressivity(Experiment):
         seconds = ``est_seconds[scale]`` per seed x (work at p) / (work at the scale's own
         parameters). Fitted on single units (m = 1e5..1e7, d = 10, 100: within 1.6x) and
         calibrated on the quick run (45 s wall, 16.5 CPU s, 1.0 GB peak RSS on a loaded 2-core
-        CPU). Peak: 400 MB (interpreter and torch) + 160 bytes per element of one activation
-        block (``min(n_test, CHUNK_ELEMS // m) x m``) + 4 float64 (m, d) matrices; measured
-        0.9 GB at the quick sizes, 3.8 GB at m = 1e6, d = 100 and 4.1 GB at m = 1e7, d = 10.
+        CPU). Peak: :meth:`peak_bytes` (the runner adds the interpreter's resident memory,
+        ``PROCESS_BYTES``); measured 0.9 GB at the quick sizes, 3.8 GB at m = 1e6, d = 100 and
+        4.1 GB at m = 1e7, d = 10.
         """
-        from lazylab.experiments.bailee.common import CHUNK_ELEMS
 
         def work(q: ExpressivityParams) -> float:
             return sum(q.n_init * u["m"] * (q.n_test * (q.d + 40) / 50 + 3 * q.d)
@@ -190,9 +190,14 @@ class Expressivity(Experiment):
         base = self.resolve(scale) if scale in self.scales else self.resolve("quick")
         per_seed = self.est_seconds.get(scale, self.est_seconds["quick"]) / max(
             1, self.default_seeds.get(scale, 1))
-        peak = 400e6 + max(160.0 * min(p.n_test, max(1, CHUNK_ELEMS // u["m"])) * u["m"]
-                           + 32.0 * u["m"] * p.d for u in self.units(p))
-        return per_seed * work(p) / work(base), peak
+        return per_seed * work(p) / work(base), self.peak_bytes(p)
+
+    def peak_bytes(self, p: ExpressivityParams) -> float:
+        """float64 arrays of the widest unit: 20 numbers per element of one (rows, m) input
+        block (:func:`block_elems`: f*, the Taylor terms, the sign moments' Z +- V and their
+        sigma) and four (m, d) matrices (W0, W*, the randomized net's copies of both)."""
+        m = max(width_grid(p.m_min, p.m_max, p.m_points))
+        return 8.0 * (20 * block_elems(p.n_test, m) + 4 * m * p.d)
 
     @staticmethod
     def _data(p: ExpressivityParams, device: torch.device | str = "cpu",

@@ -144,6 +144,15 @@ class Generalization(Experiment):
     # (lazylab.experiments.sizing.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"n_per_d": 1, "m": 1, "n_sigma": 1}
 
+    def peak_bytes(self, p: GeneralizationParams) -> float:
+        """float64 arrays of the largest unit (d = max ds, n = n_per_d d): the (n, m, d) outer
+        product each einsum of operator_norm_terms builds before its batched matmul, four
+        (m, d, d) matrices (V, the previous and the new Y, the einsum's output before the
+        division by n) and X, R (n x d, n x m)."""
+        d = max(p.ds)
+        n = p.n_per_d * d
+        return 8.0 * (n * p.m * d + 4 * p.m * d * d + n * (d + 2 * p.m))
+
     def units(self, p: GeneralizationParams) -> list[dict[str, Any]]:
         return [{"dist": dist, "d": d} for dist in p.dists for d in sorted(p.ds)]
 

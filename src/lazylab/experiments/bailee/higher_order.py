@@ -35,6 +35,7 @@ from lazylab.experiments import register
 from lazylab.experiments.bailee.common import (
     F64,
     PAPER,
+    block_elems,
     input_chunks,
     make_net,
     resolve_activation,
@@ -141,6 +142,14 @@ class HigherOrder(Experiment):
     # Cost guard: the unit-count estimate times the growth of each size, a lower bound
     # (lazylab.experiments.sizing.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"m_max": 1, "n_test": 1, "n_draws": 1, "d": 1}
+
+    def peak_bytes(self, p: HigherOrderParams) -> float:
+        """float64 arrays of the widest unit (width 2M, M = the largest number of pairs): about
+        twelve (rows, 2M) input blocks (:func:`block_elems`: Z, V, the running derivative and
+        power terms of taylor_terms, the full net's pre-activation) and eight (2M, d) matrices
+        (W0 and the randomized net's copy, W* and its copy, the direction, z D, W0 + z D)."""
+        width = 2 * max(width_grid(p.m_min, p.m_max, p.m_points))
+        return 8.0 * (12 * block_elems(p.n_test, width) + 8 * width * p.d)
 
     def units(self, p: HigherOrderParams) -> list[dict[str, Any]]:
         return [{"k": k, "m": m} for k in p.ks for m in width_grid(p.m_min, p.m_max,

@@ -177,6 +177,17 @@ class Landscape(Experiment):
     # (lazylab.experiments.sizing.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"m_max": 1, "teacher_widths": 1, "steps": 1, "n": 1}
 
+    def peak_bytes(self, p: LandscapeParams) -> float:
+        """float64 arrays of the larger part: an inequality unit at m_max (about 20 (n, b)
+        neuron blocks of squared_landscape_terms' second pass, b = min(m, 2^21 // n), five
+        (n, m/2) arrays of the neuron SE, four (m, d) matrices) or a teacher run at the largest
+        teacher width (about 20 (n, m) arrays in the exact-L~ autograd graph)."""
+        m = max(width_grid(p.m_min, p.m_max, p.m_points))
+        block = p.n * min(m, max(1, (1 << 21) // p.n))  # squared_landscape_terms' block_elems
+        inequality = 20 * block + 5 * p.n * (m // 2) + 4 * m * p.d
+        teacher = 20 * p.n * max(p.teacher_widths)
+        return 8.0 * max(inequality, teacher)
+
     def units(self, p: LandscapeParams) -> list[dict[str, Any]]:
         ws = sorted(p.teacher_widths)
         return ([{"part": "inequality", "m": m} for m in width_grid(p.m_min, p.m_max,

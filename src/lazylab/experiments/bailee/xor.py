@@ -224,6 +224,16 @@ class Xor(Experiment):
     # (lazylab.experiments.sizing.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"m": 1, "steps": 1, "n_max": 1, "ds": 1}
 
+    def peak_bytes(self, p: XorParams) -> float:
+        """The larger method at the largest training set n (top of the n grid): the NTK's
+        float64 n x n Gram with the Cholesky solve's copies (six) and the n_test x n test kernel
+        (two), or the float32 GD on L^Q / L~ (about 30 (n, m) arrays in the autograd graph and
+        eight (n_test, m) for the test moments)."""
+        n = max((n_grid(p, d)[-1:] or [0])[0] for d in p.ds)
+        ntk = 8.0 * (6 * n * n + 2 * p.n_test * n)
+        trained = 4.0 * (30 * n * p.m + 8 * p.n_test * p.m)
+        return max(ntk, trained)
+
     def units(self, p: XorParams) -> list[dict[str, Any]]:
         return [{"d": d} for d in p.ds]
 
@@ -372,7 +382,7 @@ class Xor(Experiment):
                 0.0, k * se, error_model="seed noise and grid: residual SEs of the two fits in "
                                          "quadrature, t-widened; held iff measured > tolerance",
                 details={"theory": XOR_NSTAR_SLOPES[NTK] - XOR_NSTAR_SLOPES[RAND],
-                         "d": both, **_drop_details(p, gone)}))
+                         "d": both, **_drop_details(p, gone), "comparison": "above"}))
         # beat-ntk: at the largest d both trained models need fewer samples than the NTK by more
         # than the sqrt(2) resolution of the grid.
         d_max = float(max(p.ds))
@@ -388,7 +398,7 @@ class Xor(Experiment):
             "beat-ntk", st["beat-ntk"], math.isfinite(worst) and worst > GRID_FACTOR, worst,
             1.0, GRID_FACTOR - 1.0, error_model="grid resolution: n* is located on a sqrt(2) "
                                                  "grid; held iff n*(NTK)/n*(model) > sqrt(2)",
-            details={"ratios": ratios, "d": d_max}))
+            details={"ratios": ratios, "d": d_max, "comparison": "above"}))
         return out
 
     def plot(self, p: XorParams, results: Results):

@@ -29,6 +29,7 @@ claims below.  Quick scale accepts d <= 90 (``cost`` refuses larger d, exit 2).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -38,7 +39,14 @@ from pydantic import Field
 from lazylab.experiments import register
 from lazylab.experiments.base import Claim, Results, row
 from lazylab.experiments.ghorbani import common as C
-from lazylab.experiments.ghorbani.verdicts import K_SE, ordering_claim, sim_stats
+from lazylab.experiments.ghorbani.verdicts import (
+    K_SE,
+    bands,
+    implied,
+    ordering_claim,
+    ordering_implied,
+    sim_stats,
+)
 from lazylab.experiments.ghorbani.widths import (
     WidthExperiment,
     WidthParams,
@@ -159,9 +167,10 @@ class MGWidth(WidthExperiment):
     # ------------------------------------------------------------------ claims
     def claims(self, p: MGWidthParams, results: Results) -> list[Claim]:
         out = self.match_claims(p, results, nt_exact_ref=False)
-        out.append(ordering_claim(self.claim_statements["ordering"], results, p.d))
-        out.append(bayes_claim(self.claim_statements["bayes-not-reached"], results,
-                               p.mmse_samples))
+        out.append(ordering_implied(ordering_claim(self.claim_statements["ordering"], results,
+                                                   p.d), out, results, p.d))
+        bayes = bayes_claim(self.claim_statements["bayes-not-reached"], results, p.mmse_samples)
+        out.append(bayes_implied(bayes, out))
         return out
 
     # ------------------------------------------------------------------ figure
@@ -201,4 +210,18 @@ def bayes_claim(statement: str, results: Results, mmse_samples: int,
             worst = (v - bayes, tol)
     assert worst is not None
     return Claim.verdict("bayes-not-reached", statement, worst[0] > worst[1], worst[0], 0.0,
-                         worst[1], error_model=model, details={"best": best, "mmse": bayes})
+                         worst[1], error_model=model,
+                         details={"best": best, "mmse": bayes, "comparison": "above"})
+
+
+def bayes_implied(claim: Claim, claims: Sequence[Claim],
+                  methods: tuple[str, ...] = ("NT(I)", "NN")) -> Claim:
+    """:func:`bayes_claim` is implied when every method's ``-matches-finite-d`` held and the
+    lowest risk its band allows is above the MMSE by more than the claim's tolerance."""
+    by = [f"{m}-matches-finite-d" for m in methods]
+    b = [bands(claims, cid) for cid in by]
+    if any(x is None for x in b) or not claim.held or not b:
+        return claim
+    mmse = float(claim.details.get("mmse", math.nan))
+    low = min(lo for band in b if band for lo, _ in band.values())
+    return implied(claim, by, low - mmse > claim.tolerance)

@@ -37,7 +37,7 @@ from pydantic import Field
 from lazylab.experiments import register
 from lazylab.experiments.base import Claim, Results, row
 from lazylab.experiments.ghorbani import common as C
-from lazylab.experiments.ghorbani.verdicts import ordering_claim, sim_stats
+from lazylab.experiments.ghorbani.verdicts import ordering_claim, ordering_implied, sim_stats
 from lazylab.experiments.ghorbani.widths import (
     WidthExperiment,
     WidthParams,
@@ -167,7 +167,8 @@ class QFWidth(WidthExperiment):
     # ------------------------------------------------------------------ claims
     def claims(self, p: QFWidthParams, results: Results) -> list[Claim]:
         out = self.match_claims(p, results, nt_exact_ref=True)
-        out.append(ordering_claim(self.claim_statements["ordering"], results, p.d))
+        out.append(ordering_implied(ordering_claim(self.claim_statements["ordering"], results,
+                                                   p.d), out, results, p.d))
         out.append(zero_claim(self.claim_statements["zero-for-N>=d"], results, p.d))
         return out
 

@@ -15,7 +15,7 @@ Tolerances combine three documented sources (each experiment passes the method-s
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -172,7 +172,8 @@ def ordering_claim(statement: str, results: Results, d: int) -> Claim:
                          K_SE * se_mean, error_model=model, details={
                              "min_NT_minus_NN": min(nt[N][0] - nn[N][0] for N in Ns),
                              "min_RF_minus_NT": float(gaps.min()), "N_checked": Ns,
-                             "no_pointwise_contradiction": bool(ok_nn and ok_pt)})
+                             "no_pointwise_contradiction": bool(ok_nn and ok_pt),
+                             "comparison": "above"})
 
 
 def gap_claim(cid: str, statement: str, results: Results, methods: tuple[str, ...], *,
@@ -212,3 +213,45 @@ def gap_claim(cid: str, statement: str, results: Results, methods: tuple[str, ..
     if not parts:
         return Claim.not_applicable(cid, statement, "no asymptotic-gap units (gap_targets = 0)")
     return all_of(cid, statement, parts, error_model=model)
+
+
+def bands(claims: Sequence[Claim], cid: str) -> dict[float, tuple[float, float]] | None:
+    """x -> (expected - tolerance, expected + tolerance) of a held point-wise match claim
+    ``cid`` among ``claims`` (its ``details["points"]``); None when it did not hold."""
+    c = next((c for c in claims if c.id == cid), None)
+    if c is None or not c.held:
+        return None
+    return {float(q["x"]): (q["expected"] - q["tolerance"], q["expected"] + q["tolerance"])
+            for q in c.details.get("points", [])}
+
+
+def implied(claim: Claim, by: Sequence[str], holds: bool) -> Claim:
+    """``claim`` as a consistency check when ``holds``: every value the held claims ``by``
+    allow would pass it, so it cannot fail on its own at these parameters."""
+    if not holds:
+        return claim
+    details = {**claim.details, "kind": "consistency", "implied_by": ", ".join(by)}
+    return Claim.verdict(claim.id, claim.statement, claim.held, claim.measured,
+                         claim.expected, claim.tolerance, claim.error_model, details)
+
+
+def ordering_implied(claim: Claim, claims: Sequence[Claim], results: Results, d: int) -> Claim:
+    """:func:`ordering_claim` is implied when NN, NT(I) and RF(I) ``-matches-finite-d`` held
+    and the worst case inside their bands passes its three tests (with the SEs it used)."""
+    by = [f"{m}-matches-finite-d" for m in ("NN", "NT(I)", "RF(I)")]
+    b = [bands(claims, cid) for cid in by]
+    if any(x is None for x in b) or not claim.held:
+        return claim
+    nn, nt, rf = b
+    stats = [sim_stats(results, m) for m in ("NN", "NT(I)", "RF(I)")]
+    Ns = [N for N in claim.details.get("N_checked", []) if all(N in x for x in (nn, nt, rf))]
+    if not Ns:
+        return claim
+
+    def se(i: int, j: int, N: float) -> float:
+        return math.hypot(stats[i][N][1], stats[j][N][1])
+
+    ok = all(nn[N][1] - nt[N][0] <= K_SE * se(0, 1, N) + ABS_FLOOR
+             and nt[N][1] - rf[N][0] <= K_SE * se(1, 2, N) for N in Ns)
+    worst_gap = float(np.mean([rf[N][0] - nt[N][1] for N in Ns]))
+    return implied(claim, by, ok and worst_gap > claim.tolerance)

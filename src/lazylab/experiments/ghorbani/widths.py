@@ -250,8 +250,9 @@ class WidthExperiment(Experiment):
 
     def cost(self, p: WidthParams, scale: str = "quick") -> tuple[float, float | None]:
         """``est_seconds[scale]`` scaled by the modelled work (:meth:`unit_seconds` summed over
-        the units) at ``p`` over that at the scale's own parameters.  At ``--scale quick`` a d
-        above :attr:`quick_max_d` is refused (InputError, exit 2) before anything runs."""
+        the units) at ``p`` over that at the scale's own parameters, and :meth:`peak_bytes`.
+        At ``--scale quick`` a d above :attr:`quick_max_d` is refused (InputError, exit 2)
+        before anything runs."""
         if scale == "quick" and p.d > self.quick_max_d:
             raise InputError(
                 f"--set d: quick scale supports d <= {self.quick_max_d} for {self.id}; got "
@@ -261,13 +262,13 @@ class WidthExperiment(Experiment):
         try:
             base = self.resolve(scale)
         except ValueError:
-            return est, None
+            return est, self.peak_bytes(p)
 
         def work(q: WidthParams) -> float:
             return sum(self.unit_seconds(q, k) for k in self.units(q))
 
         ref = work(base)
-        return (est * work(p) / ref if ref > 0 else est), None
+        return (est * work(p) / ref if ref > 0 else est), self.peak_bytes(p)
 
     def rf_covariance(self, method: str, prob: C.Problem) -> np.ndarray | None:
         """Gamma of an RF method (None: I/d)."""
@@ -280,6 +281,28 @@ class WidthExperiment(Experiment):
     def nt_limit(self, W: torch.Tensor, prob: C.Problem) -> float:
         """Exact population NT risk for first layer W (N, d)."""
         raise NotImplementedError
+
+    def peak_bytes(self, p: WidthParams) -> float:
+        """The largest unit's arrays: RF least squares at the largest width (its N x N Gram
+        and Cholesky factor and a chunk of features, float64, about three copies each), the NT
+        fit (``lstsq``: the same for its basis; ``cg``: the samples it caches, at most 1 GiB
+        on a CPU, twice while the chunks are joined, and float32 chunks), and the packed NN
+        grid (the P x d float32 parameters held three times, P the hidden units of every width
+        and step size, and P x batch activations)."""
+        widths, d, c = self.widths(p), p.d, p.chunk
+        n_max = max(widths)
+        rf = 8.0 * 3 * (n_max * n_max + c * n_max) if any(
+            m.startswith("RF") for m in self.methods) else 0.0
+        if p.nt_protocol == "lstsq":
+            b = C.nt_basis_size(d, n_max)
+            nt = 8.0 * 3 * (b * b + c * b)
+        elif p.nt_protocol == "cg":
+            nt = 2 * min(4.0 * p.nt_samples * (d + 1), 2.0 ** 30) + 4.0 * 4 * c * d
+        else:
+            nt = 0.0
+        P = sum(widths) * len(p.lr_factors)
+        nn = 4.0 * (3 * P * d + 4 * P * p.batch_size)
+        return max(rf, nt, nn)
 
     # ------------------------------------------------------------------ grid
     def widths(self, p: WidthParams) -> list[int]:

@@ -131,7 +131,15 @@ class MlpScaling(Experiment):
 
         def work(pp: MlpScalingParams) -> float:
             return pp.steps * pp.width * sum(d**3 for d in pp.ds) * sum(pp.i_grid[:5])
-        return per_seed * work(p) / work(q), None
+        return per_seed * work(p) / work(q), self.peak_bytes(p)
+
+    def peak_bytes(self, p: MlpScalingParams) -> float:
+        """The largest unit (d_max, n = i_max d_max^2): its inputs in float64 and float32, the
+        full-batch GD activations (about four n x width float32 arrays), and the test set in
+        both precisions with its n_test x width activations."""
+        d = max(p.ds)
+        n = int(round(max(p.i_grid) * d * d))
+        return 12.0 * (n + p.n_test) * d + 16.0 * n * p.width + 8.0 * p.n_test * p.width
 
     def units(self, p: MlpScalingParams) -> list[dict[str, Any]]:
         return [{"d": int(d)} for d in p.ds]
@@ -202,7 +210,8 @@ class MlpScaling(Experiment):
                         "(independent runs), SE from the residuals (the n-grid interpolation "
                         "and seed noise); one-sided: slope + k SE < 3, k the Student-t "
                         f"equivalent of {K_SE:g} SE for the residual degrees of freedom",
-            details={"se": se, "k": k, "points": fitres.points, "censored_d": cens}))
+            details={"se": se, "k": k, "points": fitres.points, "censored_d": cens,
+                     "comparison": "below"}))
         return out
 
     def plot(self, p: MlpScalingParams, results: Results):

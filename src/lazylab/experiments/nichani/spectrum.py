@@ -96,6 +96,18 @@ class Spectrum(Experiment):
     def units(self, p: SpectrumParams) -> list[dict[str, Any]]:
         return [{"pane": "Sigma-hat"}, {"pane": "Gram"}]
 
+    def peak_bytes(self, p: SpectrumParams) -> float:
+        """The larger pane, float64: Sigma-hat's D x D matrix (D = m d / 2) with its
+        eigensolver's two copies and three chunk-sized feature arrays (chunks of at most 2^23
+        elements); the Gram pane's n x m_gram derivative features (three) and n x n Gram with
+        two copies."""
+        D = (p.m // 2) * p.d
+        chunk = max(1, min(p.N, (1 << 23) // D))
+        sigma = 8.0 * (3 * D * D + 3 * chunk * D + 3 * chunk * p.m)
+        n = self.n_gram(p)
+        gram = 8.0 * (3 * n * p.m_gram + 3 * n * n)
+        return max(sigma, gram)
+
     @staticmethod
     def n_gram(p: SpectrumParams) -> int:
         return int(round(p.d_gram ** p.n_exponent))
