@@ -335,7 +335,10 @@ def slope_claim(cid: str, statement: str, x: Sequence[float], y: Sequence[float]
     ``resolution`` (optional) is the distance from ``expected`` to the nearest competing law
     (e.g. 1 between n* ~ d and n* ~ d^2). A tolerance wider than it could not tell the two
     apart, so such a fit (a few points with a t-widened residual SE) holds nothing: the claim
-    is ``not_applicable`` (inconclusive), its slope and tolerance in the reason.
+    is ``not_applicable`` (inconclusive), its slope and tolerance in the reason. A tolerance
+    between half the resolution and the resolution excludes the competing law itself but
+    accepts slopes nearer it than ``expected``: the verdict is kept as a consistency check
+    (``details["kind"]``), not counted as a claim.
 
     Returns
     -------
@@ -366,6 +369,11 @@ def slope_claim(cid: str, statement: str, x: Sequence[float], y: Sequence[float]
     info = {"se": se, "bias": float(bias), "k_se": k, "se_from_residuals": fit.from_residuals,
             "intercept": fit.intercept,
             "points": fit.points, "x": [float(v) for v in x], "y": [float(v) for v in y]}
+    if resolution is not None and tol > resolution / 2:
+        # The band reaches slopes nearer the competing law than the expected one: it can
+        # hold for either law, so it is shown but not counted.
+        info.update(kind="consistency", weak=f"tolerance {tol:.3g} is more than half the "
+                    f"distance {resolution:g} to the competing law")
     info.update(details or {})
     return Claim.verdict(cid, statement, held, fit.slope, float(expected), tol,
                          error_model=error_model, details=info)
