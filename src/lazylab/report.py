@@ -1,4 +1,6 @@
-"""Outputs of a run: results.csv, claims.json, figures, and the report over an output directory.
+"""The report over an output directory: report.md and report.html (every experiment's figure,
+claims table, reproduce command and parameters), and the value formatting the terminal tables
+share.
 
 Layout of an output directory ``DIR`` (the output contract every command keeps)::
 
@@ -9,405 +11,67 @@ Layout of an output directory ``DIR`` (the output contract every command keeps):
     DIR/ID/claims.json            [{id, statement, held, measured, expected, tolerance}]
     DIR/ID/ID.png, DIR/ID/ID.svg  the figure
 
-``results.csv`` lists the simulation rows in grid order (the order of ``Experiment.units``),
-then by seed index, then the theory rows. Numbers are written with ``repr`` so that reading
-them back with ``float`` gives the same bits; the ``seed`` column holds the seed index
-(empty for theory rows). Everything here is assembled from stored units: nothing is recomputed
-except the experiment's closed-form ``theory`` rows.
+The per-experiment files are assembled by :mod:`lazylab.runner.assemble` and written by
+:mod:`lazylab.runner.outputs`; config.json's provenance and the reproduce command come from
+:mod:`lazylab.runner.provenance`. Their public names are re-exported here, where callers have
+always found them.
 """
 
 from __future__ import annotations
 
-import csv
-import glob
 import html
 import json
-import math
-import os
-import platform
 import re
-import subprocess
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from lazylab.errors import StoreFault
-from lazylab.experiments import all_experiments, get_experiment
-from lazylab.experiments.base import COLUMNS, Claim, Experiment, ExperimentParams, Results
-from lazylab.seeding import canonical_key
-from lazylab.store import STORE_NAME, Store
+from lazylab.runner.assemble import (
+    collect_rows,
+    draw_figure,
+    finish_experiment,
+    rebuild,
+    theory_rows,
+    tidy_rows,
+)
+from lazylab.runner.outputs import (
+    OUTPUT_FILES,
+    atomic_write,
+    experiment_dirs,
+    read_results,
+    save_figure,
+    write_json,
+    write_results_csv,
+)
+from lazylab.runner.provenance import (
+    environment,
+    git_revision,
+    policy_flags,
+    reproduce_command,
+)
 
 __all__ = [
     "OUTPUT_FILES",
+    "atomic_write",
+    "claim_test",
     "collect_rows",
-    "theory_rows",
+    "draw_figure",
     "environment",
     "finish_experiment",
-    "git_revision",
     "format_value",
+    "git_revision",
+    "policy_flags",
     "read_results",
     "rebuild",
+    "reproduce_command",
+    "save_figure",
+    "theory_rows",
     "tidy_rows",
+    "write_json",
     "write_report",
     "write_results_csv",
 ]
-
-#: Per-experiment outputs that a fresh run replaces (config.json is rewritten separately).
-OUTPUT_FILES = ("results.csv", "claims.json", "{id}.png", "{id}.svg")
-
-_REQUIRED = ("method", "x_name", "x", "metric", "value")
-
-
-# ---- rows -----------------------------------------------------------------------------------
-def tidy_rows(rows: Any, *, kind: str, where: str) -> list[dict[str, Any]]:
-    """Check and normalise rows returned by ``run_unit`` or ``theory``.
-
-    Numbers become Python floats (so JSON and CSV write them exactly), ``kind`` is checked, and
-    extra keys are kept if they are JSON scalars. ``where`` names the source in error messages.
-    """
-    if not isinstance(rows, list | tuple):
-        raise TypeError(f"{where} must return a list of rows, got {type(rows).__name__}")
-    out = []
-    for r in rows:
-        if not isinstance(r, Mapping):
-            raise TypeError(f"{where} returned a row that is not a dict: {r!r}")
-        missing = [k for k in _REQUIRED if k not in r]
-        if missing:
-            raise ValueError(f"{where} returned a row without {', '.join(missing)}: {dict(r)}")
-        rk = r.get("kind", kind)
-        if rk != kind:
-            raise ValueError(f"{where} returned a row of kind {rk!r}; expected {kind!r}")
-        t = {k: _scalar(v) for k, v in r.items() if k != "seed"}
-        t.update(method=str(r["method"]), kind=kind, x_name=str(r["x_name"]),
-                 x=float(r["x"]), metric=str(r["metric"]), value=float(r["value"]))
-        out.append(t)
-    return out
-
-
-def _scalar(v: Any) -> Any:
-    if hasattr(v, "item") and callable(v.item):  # numpy / torch scalars
-        v = v.item()
-    if v is None or isinstance(v, bool | int | float | str):
-        return v
-    raise TypeError(f"result rows may only hold numbers and strings, got {type(v).__name__}")
-
-
-def theory_rows(exp: Experiment, p: ExperimentParams, prep: Any = None,
-                with_prep: bool = False) -> list[dict[str, Any]]:
-    """The experiment's checked theory rows (``theory(p, prep=prep)`` when ``with_prep``: the
-    experiment overrides ``prepare``)."""
-    kw = {"prep": prep} if with_prep else {}
-    return tidy_rows(exp.theory(p, **kw), kind="theory", where=f"{exp.id}.theory")
-
-
-def collect_rows(exp: Experiment, p: ExperimentParams, seeds: int,
-                 stored: Mapping[tuple[str, int], list[dict[str, Any]]],
-                 theory: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-    """The results table from stored unit rows: ``(rows, number of units missing)``.
-
-    Simulation rows come in grid order, then seed index (added as ``seed``); the ``theory``
-    rows (:func:`theory_rows`, or the ones the run stored) follow with ``seed=None``. Missing
-    units are skipped and counted.
-    """
-    rows: list[dict[str, Any]] = []
-    missing = 0
-    for key in exp.units(p):
-        kj = canonical_key(key)
-        for s in range(seeds):
-            unit_rows = stored.get((kj, s))
-            if unit_rows is None:
-                missing += 1
-                continue
-            rows.extend({**r, "seed": s} for r in unit_rows)
-    rows.extend({**r, "seed": None} for r in theory)
-    return rows, missing
-
-
-def _columns(rows: Iterable[dict[str, Any]]) -> list[str]:
-    extra: dict[str, None] = {}
-    for r in rows:
-        for k in r:
-            if k not in COLUMNS:
-                extra.setdefault(k, None)
-    return [*COLUMNS, *sorted(extra)]
-
-
-def _cell(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return repr(v)
-    return str(v)
-
-
-def _tmp(path: Path) -> Path:
-    """A temporary sibling of ``path`` (same folder, so the rename is atomic). Leftovers of
-    writers that died mid-write (``kill -9``) are removed first: their pid is gone."""
-    _remove_stale_tmp(path)
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
-
-
-def _remove_stale_tmp(path: Path) -> None:
-    """Delete ``.NAME.PID.tmp`` siblings of ``path`` whose process no longer exists."""
-    try:
-        leftovers = list(path.parent.glob(f".{glob.escape(path.name)}.*.tmp"))
-    except OSError:
-        return
-    for f in leftovers:
-        pid = f.name[len(path.name) + 2:-4]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            f.unlink(missing_ok=True)
-        except (PermissionError, OverflowError, OSError):
-            continue
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically: a temporary file, fsync, then rename.
-
-    A reader (or a run killed mid-write) sees the old file or the new one, never a torn one.
-    """
-    tmp = _tmp(path)
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def write_results_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Write the tidy table (atomically); the standard columns first, facet columns after."""
-    import io
-
-    cols = _columns(rows)
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(cols)
-    for r in rows:
-        w.writerow([_cell(r.get(c)) for c in cols])
-    atomic_write(path, buf.getvalue())
-
-
-def read_results(path: str | Path) -> Results:
-    """Read a ``results.csv`` back (x and value as floats, seed as int or None)."""
-    rows = []
-    with open(path, newline="", encoding="utf-8") as fh:
-        for r in csv.DictReader(fh):
-            r = dict(r)
-            r["x"] = float(r["x"])
-            r["value"] = float(r["value"])
-            r["seed"] = int(r["seed"]) if r["seed"] != "" else None
-            rows.append(r)
-    return Results(rows)
-
-
-# ---- per-experiment outputs -----------------------------------------------------------------
-def _json_safe(v: Any) -> Any:
-    """Strict JSON: non-finite floats become the strings "nan", "inf", "-inf"."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return repr(v)
-    if isinstance(v, list):
-        return [_json_safe(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _json_safe(x) for k, x in v.items()}
-    return v
-
-
-def write_json(path: Path, obj: Any) -> None:
-    """Strict JSON (non-finite floats as strings), written atomically."""
-    atomic_write(path, json.dumps(_json_safe(obj), indent=2, allow_nan=False) + "\n")
-
-
-def finish_experiment(exp: Experiment, p: ExperimentParams, rows: list[dict[str, Any]],
-                      exp_dir: Path, warn: Callable[[str], None] | None = None) -> list[Claim]:
-    """Write results.csv, claims.json (verdicts from ``exp.claims``) and the figure.
-
-    A figure that cannot be drawn does not undo the rest: results and claims are written
-    first, and the failure is reported through ``warn`` (default: a RuntimeWarning)."""
-    exp_dir.mkdir(parents=True, exist_ok=True)
-    write_results_csv(exp_dir / "results.csv", rows)
-    results = Results(rows)
-    claims = list(exp.claims(p, results))
-    write_json(exp_dir / "claims.json", [c.to_dict() for c in claims])
-    try:
-        draw_figure(exp, p, results, exp_dir)
-    except Exception as e:  # noqa: BLE001 - any plotting failure is reported, not fatal
-        msg = (f"{exp.id}: the figure could not be drawn ({type(e).__name__}: {e}); "
-               "results.csv and claims.json are written")
-        if warn is not None:
-            warn(msg)
-        else:
-            import warnings
-
-            warnings.warn(msg, RuntimeWarning, stacklevel=2)
-    return claims
-
-
-def draw_figure(exp: Experiment, p: ExperimentParams, results: Results, exp_dir: Path) -> None:
-    """``exp.plot`` saved as ID.png and ID.svg (atomically, byte-stable SVG)."""
-    fig = exp.plot(p, results)
-    if fig is None or not hasattr(fig, "savefig"):
-        raise TypeError(f"{exp.id}.plot must return a matplotlib Figure")
-    import matplotlib.pyplot as plt
-
-    try:
-        save_figure(fig, exp_dir, exp.id, dpi=150)
-    finally:
-        plt.close(fig)
-
-
-def save_figure(fig, folder: Path, stem: str, *, dpi: int = 150) -> None:
-    """Save ``fig`` as ``folder/stem.png`` and ``.svg``, each atomically (a temporary file,
-    then a rename); a fixed hash salt and no date keep the SVG identical across identical
-    runs."""
-    import matplotlib.pyplot as plt
-
-    with plt.rc_context({"svg.hashsalt": "lazylab"}):
-        for fmt, kw in (("png", {"dpi": dpi}), ("svg", {"metadata": {"Date": None}})):
-            final = folder / f"{stem}.{fmt}"
-            tmp = _tmp(final)
-            try:
-                fig.savefig(tmp, format=fmt, bbox_inches="tight", **kw)
-                os.replace(tmp, final)
-            finally:
-                tmp.unlink(missing_ok=True)
-
-
-def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None, *,
-            recompute_theory: bool = False) -> dict[str, list[Claim]]:
-    """Re-assemble every experiment in ``out_dir`` from its stored units, then the report.
-
-    Nothing is recomputed: the theory rows are the ones the run stored. They are computed
-    again (with the ``prepare`` step they may need) only with ``recompute_theory`` (after a
-    change to an experiment's theory) or when the store has none (written by an older
-    lazylab). An experiment
-    whose units are incomplete, or whose id is no longer registered, keeps its existing files
-    and is reported by ``warn``. A ``config.json`` that does not parse, a store fault or a unit
-    failing its checksum raises :class:`StoreFault` (exit 2) naming the file. Returns the
-    claims of the rebuilt experiments.
-    """
-    from lazylab.experiments.base import Experiment as _Base
-
-    seeds_max = 10_000  # lazylab.runner.params.SEEDS_MAX (a crafted count must not hang)
-    store_path = out_dir / STORE_NAME
-    if not store_path.is_file():
-        warn(f"no store ({STORE_NAME}) in {out_dir}; keeping the existing results")
-        write_report(out_dir)
-        return {}
-    rebuilt: dict[str, list[Claim]] = {}
-    with Store.open_existing(store_path) as store:
-        for exp_dir, config in _experiment_dirs(out_dir, strict=True):
-            exp_id = config.get("experiment", exp_dir.name)
-            try:
-                exp = get_experiment(exp_id)
-            except KeyError:
-                warn(f"{exp_id}: not a registered experiment; keeping its existing results")
-                continue
-            try:
-                p = exp.Params.model_validate(config["params"])
-                seeds = int(config["seeds"])
-                if not 1 <= seeds <= seeds_max:
-                    raise ValueError(f"seeds must be between 1 and {seeds_max}; got {seeds}")
-                stored = store.units(exp_id, str(config["config_hash"]))
-            except (KeyError, TypeError, ValueError) as e:
-                raise StoreFault(f"{exp_dir / 'config.json'} is not usable ({e}); rerun "
-                                 f"`lazylab reproduce {exp_id} --out {out_dir} --resume`") from None
-            rows, missing = collect_rows(exp, p, seeds, stored, theory=[])
-            if missing:
-                warn(f"{exp_id}: {missing} work unit(s) not stored; finish them with "
-                     f"`lazylab reproduce {exp_id} --out {out_dir} --resume`")
-                continue
-            h = str(config["config_hash"])
-            theory = None if recompute_theory else store.theory(exp_id, h)
-            if theory is None:
-                with_prep = type(exp).prepare is not _Base.prepare
-                prep = None
-                if with_prep:
-                    import torch
-
-                    prep = exp.prepare(p, torch.device("cpu"))
-                theory = theory_rows(exp, p, prep, with_prep)
-                try:
-                    store.put_theory(exp_id, h, theory)
-                except StoreFault as e:  # a read-only copy: the rebuild itself still stands
-                    warn(f"{exp_id}: theory rows not stored ({e})")
-            rows.extend({**r, "seed": None} for r in theory)
-            rebuilt[exp_id] = finish_experiment(exp, p, rows, exp_dir, warn=warn)
-    write_report(out_dir)
-    return rebuilt
-
-
-def environment() -> dict[str, Any]:
-    """Package versions and the git revision of the lazylab source tree."""
-    versions = {"python": platform.python_version()}
-    for pkg in ("torch", "numpy", "scipy", "lazylab"):
-        try:
-            versions[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            versions[pkg] = "not installed"
-    return {"versions": versions, "git_revision": git_revision()}
-
-
-def git_revision() -> str:
-    """``git rev-parse HEAD`` of the repository holding lazylab's source, else "unknown".
-
-    The package directory must be tracked by that repository, so an installed copy that merely
-    sits inside some other repository (a virtualenv in a project) is not misattributed. A
-    ``+dirty`` suffix marks uncommitted changes to the package.
-    """
-    pkg = Path(__file__).resolve().parent
-
-    def git(*args: str) -> str | None:
-        try:
-            # --no-optional-locks: never take the index lock (read-only, safe beside other git).
-            r = subprocess.run(["git", "--no-optional-locks", "-C", str(pkg), *args],
-                               capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return r.stdout.strip() if r.returncode == 0 else None
-
-    if git("ls-files", "--error-unmatch", "__init__.py") is None:
-        return "unknown"
-    rev = git("rev-parse", "HEAD")
-    if not rev:
-        return "unknown"
-    dirty = git("status", "--porcelain", "--", ".")
-    return rev + ("+dirty" if dirty else "")
-
-
-# ---- report over a directory ----------------------------------------------------------------
-def _experiment_dirs(out_dir: Path, strict: bool = False) -> list[tuple[Path, dict[str, Any]]]:
-    """Subdirectories holding a readable config.json, in registry order then by name.
-
-    ``strict``: a config.json that cannot be read or parsed raises :class:`StoreFault` naming
-    it (``lazylab report``); otherwise it is skipped (the report written after a run).
-    """
-    found = []
-    for sub in sorted(out_dir.iterdir()):
-        cfg = sub / "config.json"
-        if sub.is_dir() and cfg.is_file():
-            try:
-                config = json.loads(cfg.read_text(encoding="utf-8"))
-                if not isinstance(config, dict):
-                    raise ValueError("not a JSON object")
-                found.append((sub, config))
-            except (OSError, ValueError) as e:
-                if strict:
-                    raise StoreFault(f"{cfg} cannot be read ({type(e).__name__}: "
-                                     f"{str(e)[:120]}); torn or edited: rerun the experiment "
-                                     f"with --resume --out {out_dir}") from None
-                continue
-    order = {e.id: i for i, e in enumerate(all_experiments())}
-    found.sort(key=lambda t: (order.get(t[0].name, len(order)), t[0].name))
-    return found
 
 
 def claim_test(cl: Mapping[str, Any]) -> str:
@@ -439,7 +103,7 @@ def format_value(v: Any, digits: int = 4) -> str:
 
 def _sections(out_dir: Path) -> list[dict[str, Any]]:
     secs = []
-    for exp_dir, config in _experiment_dirs(out_dir):
+    for exp_dir, config in experiment_dirs(out_dir):
         exp_id = config.get("experiment", exp_dir.name)
         claims_path = exp_dir / "claims.json"
         claims = None
@@ -520,50 +184,6 @@ def _md_code(text: str) -> list[str]:
     runs = [len(m) for m in re.findall(r"`+", text)]
     fence = "`" * max(3, max(runs, default=0) + 1)
     return [fence, " ".join(text.split()), fence]
-
-
-def reproduce_command(exp_id: str, config: dict[str, Any]) -> str:
-    """The command that reproduces one experiment: its scale, seeds, device and every
-    parameter that differs from the scale's defaults (``--set``)."""
-    import shlex
-
-    scale = str(config.get("scale", "quick"))
-    params = config.get("params") or {}
-    sets: list[str] = []
-    try:
-        defaults = get_experiment(exp_id).resolve(scale).model_dump(mode="json")
-    except (KeyError, ValueError):
-        defaults = {}
-    for k, v in params.items():
-        if k in defaults and defaults[k] == v:
-            continue
-        if isinstance(v, list):
-            text = ",".join(str(x) for x in v)
-        else:
-            text = "none" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
-        sets += ["--set", f"{k}={text}"]
-    dev = str(config.get("device", "auto")).split(":")[0]
-    return shlex.join(["lazylab", "reproduce", exp_id, "--scale", scale, "--seeds",
-                       str(config.get("seeds", 1)), "--device", dev, *sets,
-                       *policy_flags(config.get("policy") or {})])
-
-
-def policy_flags(policy: dict[str, Any]) -> list[str]:
-    """The options that recreate an execution policy (``ExecutionPolicy.identity()``), which is
-    part of the identity ``--resume`` checks: ``--threads``, ``--precision tf32``,
-    ``--memory-budget`` (GiB).
-
-    >>> policy_flags({"threads": 2, "allow_tf32": True, "memory_budget": 2**30})
-    ['--threads', '2', '--precision', 'tf32', '--memory-budget', '1']
-    """
-    out: list[str] = []
-    if policy.get("threads"):
-        out += ["--threads", str(int(policy["threads"]))]
-    if policy.get("allow_tf32"):
-        out += ["--precision", "tf32"]
-    if policy.get("memory_budget"):
-        out += ["--memory-budget", f"{policy['memory_budget'] / 2**30:g}"]
-    return out
 
 
 _LINKS = ("results.csv", "claims.json", "config.json")

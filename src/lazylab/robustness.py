@@ -162,7 +162,7 @@ def summarize(settings: Sequence[Setting], table: dict[int, list[list[Claim]]],
 def write_outputs(exp: Experiment, exp_dir: Path, settings: Sequence[Setting],
                   table: dict[int, list[list[Claim]]]) -> dict[str, str]:
     """Write robustness.csv, robustness.json and the figure; return the summary lines."""
-    from lazylab.report import atomic_write, write_json
+    from lazylab.runner.outputs import atomic_write, write_json
 
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -187,7 +187,7 @@ def _plot(exp: Experiment, exp_dir: Path, settings: Sequence[Setting],
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from lazylab.report import save_figure
+    from lazylab.runner.outputs import save_figure
 
     ids: list[str] = []
     for s in settings:

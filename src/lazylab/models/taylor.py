@@ -135,6 +135,58 @@ class _LinearTerm(torch.autograd.Function):
         return (None, None, None, *pullback(g_ju))
 
 
+def _check_terms(order: int, terms: Sequence[int] | None) -> tuple[int, ...]:
+    """The sorted orders j in 0..order that ``forward`` sums (default all)."""
+    orders = tuple(range(order + 1)) if terms is None else tuple(terms)
+    if not orders or any(int(j) != j or not 0 <= j <= order for j in orders):
+        raise ValueError(f"terms must be a non-empty subset of 0..{order}; got {terms!r}")
+    return tuple(sorted({int(j) for j in orders}))
+
+
+def _wrt_names(model: nn.Module, wrt: str | Sequence[str] | None) -> list[str]:
+    """The perturbed parameter names: the trainable ones, a group's, or the given names."""
+    named = dict(model.named_parameters())
+    if wrt is None:
+        names = [k for k, v in named.items() if v.requires_grad]
+    elif is_group_name(wrt):
+        names = group_param_names(model, wrt)
+    else:
+        names = [wrt] if isinstance(wrt, str) else list(wrt)
+    bad = [k for k in names if k not in named]
+    if bad or not names:
+        raise ValueError(f"wrt must be a group name ({', '.join(GROUP_NAMES)}) or name "
+                         f"parameters of the model among {sorted(named)}; got "
+                         f"{wrt if wrt is not None else names!r}")
+    return names
+
+
+def _choose_path(model: nn.Module, names: list[str], path: str) -> str:
+    """The path for ``path``: "auto" takes "closed_form" when it applies, else "autodiff"."""
+    if path not in ("auto", "closed_form", "autodiff"):
+        raise ValueError(f"path must be one of auto, closed_form, autodiff; got {path!r}")
+    closed_ok = isinstance(model, TwoLayerNet) and set(names) <= _CLOSED_FORM_PARAMS
+    if path == "closed_form" and not closed_ok:
+        raise ValueError("path='closed_form' needs a TwoLayerNet and wrt within W, a, c")
+    return ("closed_form" if closed_ok else "autodiff") if path == "auto" else path
+
+
+def _initial_directions(model: nn.Module, names: Sequence[str], init_std: float,
+                        generator: torch.Generator | None) -> list[nn.Parameter]:
+    """U per name: zeros, or init_std * N(0, 1) drawn in ``names`` order."""
+    named = dict(model.named_parameters())
+    dirs = []
+    for k in names:
+        p = named[k]
+        U = torch.zeros_like(p, requires_grad=False)
+        if init_std > 0:
+            assert generator is not None  # checked with init_std by the caller
+            noise = torch.randn(p.shape, generator=generator, device=generator.device,
+                                dtype=p.dtype)
+            U = init_std * noise.to(p.device)
+        dirs.append(nn.Parameter(U))
+    return dirs
+
+
 class TaylorModel(nn.Module):
     """f(x; U) = sum_{j in terms} f^(j)(x; U), a Taylor model of ``model`` around its weights.
 
@@ -172,45 +224,15 @@ class TaylorModel(nn.Module):
         if not isinstance(model, nn.Module):
             raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
         self.order = _check_order(order)
-        orders = tuple(range(self.order + 1)) if terms is None else tuple(terms)
-        if not orders or any(int(j) != j or not 0 <= j <= self.order for j in orders):
-            raise ValueError(f"terms must be a non-empty subset of 0..{self.order}; "
-                             f"got {terms!r}")
-        self.orders = tuple(sorted({int(j) for j in orders}))
-        named = dict(model.named_parameters())
-        if wrt is None:
-            names = [k for k, v in named.items() if v.requires_grad]
-        elif is_group_name(wrt):
-            names = group_param_names(model, wrt)
-        else:
-            names = [wrt] if isinstance(wrt, str) else list(wrt)
-        bad = [k for k in names if k not in named]
-        if bad or not names:
-            raise ValueError(f"wrt must be a group name ({', '.join(GROUP_NAMES)}) or name "
-                             f"parameters of the model among {sorted(named)}; got "
-                             f"{wrt if wrt is not None else names!r}")
-        if path not in ("auto", "closed_form", "autodiff"):
-            raise ValueError(f"path must be one of auto, closed_form, autodiff; got {path!r}")
-        closed_ok = isinstance(model, TwoLayerNet) and set(names) <= _CLOSED_FORM_PARAMS
-        if path == "closed_form" and not closed_ok:
-            raise ValueError("path='closed_form' needs a TwoLayerNet and wrt within W, a, c")
-        self.path = ("closed_form" if closed_ok else "autodiff") if path == "auto" else path
+        self.orders = _check_terms(self.order, terms)
+        names = _wrt_names(model, wrt)
+        self.path = _choose_path(model, names, path)
         if init_std < 0 or (init_std > 0 and generator is None):
             raise ValueError(f"init_std must be >= 0 and needs a generator when > 0; got "
                              f"init_std={init_std!r}, generator={generator!r}")
         self.base = copy.deepcopy(model).requires_grad_(False)
         self.wrt = tuple(names)
-        dirs = []
-        for k in self.wrt:
-            p = named[k]
-            U = torch.zeros_like(p, requires_grad=False)
-            if init_std > 0:
-                assert generator is not None  # checked with init_std above
-                noise = torch.randn(p.shape, generator=generator, device=generator.device,
-                                    dtype=p.dtype)
-                U = init_std * noise.to(p.device)
-            dirs.append(nn.Parameter(U))
-        self._dirs = nn.ParameterList(dirs)
+        self._dirs = nn.ParameterList(_initial_directions(model, self.wrt, init_std, generator))
         # The base model's roles, restricted to the perturbed parameters (names per group).
         self._group_names = {g: [k for k in group_param_names(model, g) if k in self.wrt]
                              for g, ps in param_groups(model).items() if ps}

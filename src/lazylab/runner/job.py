@@ -59,7 +59,7 @@ def call_group(exp: Experiment, job: Job, label: str | None,
     policy; the payload is one list of tidy rows per member. A failure comes back as data."""
     import torch
 
-    from lazylab.report import tidy_rows
+    from lazylab.runner.assemble import tidy_rows  # not at the top: assemble imports this module
 
     job.policy.apply()
     t0 = time.perf_counter()

@@ -7,7 +7,7 @@ its numbers depend only on the experiment id, the unit key, the seed index, the 
 policy: never on the order in which units finish, the number of workers, the backend, or
 whether the run was interrupted and resumed. Workers only compute and return rows; this
 process commits each finished unit to the store (:mod:`lazylab.store`) in its own transaction,
-then assembles the outputs (:mod:`lazylab.report`).
+then assembles the outputs (:mod:`lazylab.runner.assemble`).
 """
 
 from __future__ import annotations
@@ -28,10 +28,13 @@ from lazylab.errors import (
     UnitFailed,
 )
 from lazylab.runner import gpu_share
+from lazylab.runner.assemble import assemble, theory_rows
 from lazylab.runner.backends import check_backend, execute
 from lazylab.runner.cost import device_bytes
 from lazylab.runner.job import Clock, uses_prepare
 from lazylab.runner.lock import RunLock
+from lazylab.runner.outputs import OUTPUT_FILES, write_json
+from lazylab.runner.provenance import environment, policy_flags
 from lazylab.runner.spec import RunSpec, WorkUnit, plan_groups, plan_units
 
 if TYPE_CHECKING:
@@ -106,8 +109,6 @@ def check_resume(store: Store, spec: RunSpec, out_dir: Path) -> None:
         return
     import shlex
 
-    from lazylab.report import policy_flags
-
     old = store.config(spec.exp.id) or {}
     changed = describe_changes(old, spec.identity)
     only_policy = {k for k in set(old) | set(spec.identity)
@@ -155,8 +156,6 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
     :class:`~lazylab.errors.OutOfTime` (status "stopped" in config.json) and ``--resume``
     carries on.
     """
-    from lazylab.report import OUTPUT_FILES, collect_rows, finish_experiment, theory_rows
-
     exp = spec.exp
     exp_dir = out_dir / exp.id
     check_backend(backend, workers)
@@ -178,8 +177,6 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
         config["timing"]["started_at"] = _now()
 
         def save(status: str) -> None:
-            from lazylab.report import write_json
-
             out.wall_seconds = time.perf_counter() - t0
             config["status"] = status
             config["timing"].update(
@@ -219,12 +216,11 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
         try:
             theory = theory_rows(exp, spec.params, prep, uses_prepare(exp))
             store.put_theory(exp.id, spec.config_hash, theory)
-            rows, missing = collect_rows(exp, spec.params, spec.seeds,
-                                         store.units(exp.id, spec.config_hash), theory=theory)
-            if missing:  # only if the store was changed under us
-                raise RuntimeError(f"{missing} unit(s) vanished from the store during the run")
-            out.claims = finish_experiment(exp, spec.params, rows, exp_dir)
-            out.rows = rows
+            done = assemble(exp, spec.params, spec.seeds, store.units(exp.id, spec.config_hash),
+                            lambda: theory, exp_dir)
+            if done.missing:  # only if the store was changed under us
+                raise RuntimeError(f"{done.missing} unit(s) vanished from the store during the run")
+            out.claims, out.rows = done.claims, done.rows
         except StoreFault:
             save("failed")
             raise
@@ -270,8 +266,6 @@ def _now() -> str:
 
 def _config(spec: RunSpec, command: str, workers: int, backend: str, n_units: int,
             ) -> dict[str, Any]:
-    from lazylab.report import environment
-
     exp = spec.exp
     env = environment()
     return {

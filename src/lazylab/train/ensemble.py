@@ -190,6 +190,58 @@ class _Flat:
         self.data = self.data[rows]
 
 
+class _Chunk:
+    """The live configurations of a chunk: their stacked parameters, momentum buffer,
+    learning rates and weight decays as (G_live, 1) columns, and their indices in the chunk."""
+
+    def __init__(self, theta0: dict[str, torch.Tensor], cfg: list[tuple[float, float]],
+                 X: torch.Tensor):
+        self.flat = _Flat(theta0, len(cfg))
+        self.buf: torch.Tensor | None = None
+        self.live = torch.arange(len(cfg))
+        self.lr0 = torch.tensor([c[0] for c in cfg], dtype=X.dtype, device=X.device).unsqueeze(1)
+        self.wd = torch.tensor([c[1] for c in cfg], dtype=X.dtype, device=X.device).unsqueeze(1)
+
+    def update(self, g: dict[str, torch.Tensor], lr: torch.Tensor, momentum: float) -> None:
+        """One torch.optim.SGD step of every live configuration from its gradients ``g``."""
+        flat = self.flat
+        gf = flat.flatten(g).addcmul_(flat.data, self.wd)  # grad + wd theta
+        self.buf = gf if self.buf is None else self.buf.mul_(momentum).add_(gf)
+        flat.data.addcmul_(self.buf, lr, value=-1.0)
+
+    def keep(self, ok: torch.Tensor) -> None:
+        """Keep only the live configurations where the boolean mask ``ok`` holds."""
+        self.flat.keep(ok.to(self.flat.data.device))
+        self.lr0, self.wd = self.lr0[ok.to(self.lr0.device)], self.wd[ok.to(self.wd.device)]
+        if self.buf is not None:
+            self.buf = self.buf[ok.to(self.buf.device)]
+        self.live = self.live[ok]
+
+    def result(self, G: int) -> _Flat:
+        """The parameters of all G configurations, NaN for the diverged ones."""
+        flat = self.flat
+        full = torch.full((G, flat.data.shape[1]), math.nan, dtype=flat.data.dtype,
+                          device=flat.data.device)
+        full[self.live.to(full.device)] = flat.data
+        flat.data = full
+        return flat
+
+
+def _epoch(step_grad, chunk: _Chunk, X: torch.Tensor, Y: torch.Tensor, perm: torch.Tensor,
+           lr: torch.Tensor, sched: _Schedule) -> torch.Tensor:
+    """One epoch of mini-batches in the order ``perm``; the mean loss before each step per live
+    configuration, (G_live,) float64 on the CPU."""
+    n = X.shape[0]
+    tot = torch.zeros(len(chunk.live), dtype=torch.float64, device=X.device)
+    for s in range(0, n, sched.batch_size):
+        idx = perm[s:s + sched.batch_size]
+        g, val = step_grad(chunk.flat.views(), X[idx], Y[idx])
+        with torch.no_grad():
+            chunk.update(g, lr, sched.momentum)
+            tot += val.double() * len(idx)
+    return (tot / n).cpu()
+
+
 def _train_chunk(step_grad, theta0: dict[str, torch.Tensor],
                  cfg: list[tuple[float, float]], X: torch.Tensor, Y: torch.Tensor,
                  perms: list[torch.Tensor], sched: _Schedule,
@@ -200,40 +252,65 @@ def _train_chunk(step_grad, theta0: dict[str, torch.Tensor],
     next gradient, hence the parameters, non-finite for good): from then on it is left out of
     the computation, its parameters are NaN and its later epoch losses NaN.
     """
-    G, n = len(cfg), X.shape[0]
-    flat = _Flat(theta0, G)
-    buf: torch.Tensor | None = None
-    live = torch.arange(G)
-    lr0 = torch.tensor([c[0] for c in cfg], dtype=X.dtype, device=X.device).unsqueeze(1)
-    wd = torch.tensor([c[1] for c in cfg], dtype=X.dtype, device=X.device).unsqueeze(1)
-    ep_loss = torch.full((G, sched.epochs), math.nan, dtype=torch.float64)
+    chunk = _Chunk(theta0, cfg, X)
+    ep_loss = torch.full((len(cfg), sched.epochs), math.nan, dtype=torch.float64)
     for e in range(sched.epochs):
-        lr = lr0 / sched.decay_factor if e >= sched.decay_epoch else lr0
-        tot = torch.zeros(len(live), dtype=torch.float64, device=X.device)
-        for s in range(0, n, sched.batch_size):
-            idx = perms[e][s:s + sched.batch_size]
-            g, val = step_grad(flat.views(), X[idx], Y[idx])
-            with torch.no_grad():
-                gf = flat.flatten(g).addcmul_(flat.data, wd)  # grad + wd theta
-                buf = gf if buf is None else buf.mul_(sched.momentum).add_(gf)
-                flat.data.addcmul_(buf, lr, value=-1.0)
-                tot += val.double() * len(idx)
-        ep = (tot / n).cpu()
-        ep_loss[live, e] = ep
+        lr = chunk.lr0 / sched.decay_factor if e >= sched.decay_epoch else chunk.lr0
+        ep = _epoch(step_grad, chunk, X, Y, perms[e], lr, sched)
+        ep_loss[chunk.live, e] = ep
         ok = torch.isfinite(ep)
         if not bool(ok.all()):
-            flat.keep(ok.to(flat.data.device))
-            lr0, wd = lr0[ok.to(lr0.device)], wd[ok.to(wd.device)]
-            if buf is not None:
-                buf = buf[ok.to(buf.device)]
-            live = live[ok]
-            if not len(live):
+            chunk.keep(ok)
+            if not len(chunk.live):
                 break
-    full = torch.full((G, flat.data.shape[1]), math.nan, dtype=flat.data.dtype,
-                      device=flat.data.device)
-    full[live.to(full.device)] = flat.data
-    flat.data = full
-    return flat, ep_loss
+    return chunk.result(len(cfg)), ep_loss
+
+
+def _check_protocol(lrs: Sequence[float], wds: Sequence[float], epochs: int,
+                    batch_size: int) -> None:
+    if int(epochs) != epochs or epochs < 1:
+        raise ValueError(f"epochs must be a positive integer; got {epochs!r}")
+    if int(batch_size) != batch_size or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}")
+    if not lrs or any(lr <= 0 for lr in lrs) or not wds or any(w < 0 for w in wds):
+        raise ValueError("lrs must be non-empty and > 0, wds non-empty and >= 0")
+
+
+def _split_init(model: nn.Module, names: list[str]
+                ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """(theta0, fixed): the detached trainable tensors ``names`` and every other parameter or
+    buffer."""
+    all_tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    theta0 = {n: all_tensors[n].detach() for n in names}
+    fixed = {n: t.detach() for n, t in all_tensors.items() if n not in theta0}
+    return theta0, fixed
+
+
+def _batched_grad(fwd):
+    """(params stacked over G, xb, yb) -> (grads, losses) of every configuration, for the loss
+    mean_x ||f(x) - y||^2."""
+    def loss(params: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor
+             ) -> torch.Tensor:
+        diff = (fwd(params, xb) - yb).reshape(xb.shape[0], -1)
+        return diff.square().sum(dim=1).mean()
+
+    return vmap(grad_and_value(loss), in_dims=(0, None, None))
+
+
+def _train_chunks(step_grad, theta0: dict[str, torch.Tensor],
+                  configs: list[tuple[float, float]], X: torch.Tensor, Y: torch.Tensor,
+                  perms: list[torch.Tensor], sched: _Schedule, size: int,
+                  ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """The configurations ``size`` at a time: (G, *shape) parameters and (G, epochs) losses."""
+    out_params: dict[str, list[torch.Tensor]] = {nm: [] for nm in theta0}
+    losses = []
+    for lo in range(0, len(configs), size):
+        flat, ep_loss = _train_chunk(step_grad, theta0, configs[lo:lo + size], X, Y, perms,
+                                     sched)
+        for nm, v in flat.views().items():
+            out_params[nm].append(v)
+        losses.append(ep_loss)
+    return {nm: torch.cat(v) for nm, v in out_params.items()}, torch.cat(losses)
 
 
 def train_grid(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, *, lrs: Sequence[float],
@@ -259,27 +336,12 @@ def train_grid(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, *, lrs: Seque
     -------
     :class:`GridRun` with the stacked trained parameters.
     """
-    if int(epochs) != epochs or epochs < 1:
-        raise ValueError(f"epochs must be a positive integer; got {epochs!r}")
-    if int(batch_size) != batch_size or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}")
-    if not lrs or any(lr <= 0 for lr in lrs) or not wds or any(w < 0 for w in wds):
-        raise ValueError("lrs must be non-empty and > 0, wds non-empty and >= 0")
-    names = _names(model, trainable)
-    all_tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-    theta0 = {n: all_tensors[n].detach() for n in names}
-    fixed = {n: t.detach() for n, t in all_tensors.items() if n not in theta0}
+    _check_protocol(lrs, wds, epochs, batch_size)
+    theta0, fixed = _split_init(model, _names(model, trainable))
     configs = list(itertools.product([float(v) for v in lrs], [float(v) for v in wds]))
     n = X.shape[0]
     Y = Y.to(X.dtype)
-    fwd = _forward_fn(model, fixed, theta0, linearize)
-
-    def loss(params: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor
-             ) -> torch.Tensor:
-        diff = (fwd(params, xb) - yb).reshape(xb.shape[0], -1)
-        return diff.square().sum(dim=1).mean()
-
-    step_grad = vmap(grad_and_value(loss), in_dims=(0, None, None))
+    step_grad = _batched_grad(_forward_fn(model, fixed, theta0, linearize))
     epochs = loop_steps(epochs)
     # The batch order: one permutation per epoch, drawn up front (shared by all groups).
     perms = [torch.randperm(n, generator=generator, device=generator.device).to(X.device)
@@ -287,13 +349,5 @@ def train_grid(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, *, lrs: Seque
     sched = _Schedule(int(epochs), math.floor(decay_at * epochs), decay_factor, batch_size,
                       momentum)
     size = len(configs) if max_group is None else max(1, int(max_group))
-    out_params: dict[str, list[torch.Tensor]] = {nm: [] for nm in names}
-    losses = []
-    for lo in range(0, len(configs), size):
-        flat, ep_loss = _train_chunk(step_grad, theta0, configs[lo:lo + size], X, Y, perms,
-                                     sched)
-        for nm, v in flat.views().items():
-            out_params[nm].append(v)
-        losses.append(ep_loss)
-    params = {nm: torch.cat(v) for nm, v in out_params.items()}
-    return GridRun(model, configs, params, fixed, theta0, linearize, torch.cat(losses))
+    params, losses = _train_chunks(step_grad, theta0, configs, X, Y, perms, sched, size)
+    return GridRun(model, configs, params, fixed, theta0, linearize, losses)

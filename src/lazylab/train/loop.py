@@ -219,6 +219,165 @@ def _check_source(optimizer: str, data: Any, sampler: Sampler | None, batch_size
     return data
 
 
+def _check_eval_rows(eval_rows: int | None) -> None:
+    if eval_rows is not None and (isinstance(eval_rows, bool) or int(eval_rows) != eval_rows
+                                  or eval_rows < 1):
+        raise ValueError(f"eval_rows must be a positive integer or None; got {eval_rows!r}")
+
+
+def _check_noise_device(flat: list[torch.Tensor], noise_std: float,
+                        generator: torch.Generator | None) -> None:
+    if noise_std > 0:
+        assert generator is not None
+        for p in flat:
+            if p.device.type != generator.device.type:
+                raise ValueError(f"generator is on {generator.device} but a parameter is on "
+                                 f"{p.device}; noise is drawn on the parameters' device")
+
+
+def _log_schedule(steps: int, log_points: int, log_steps: Iterable[int] | None
+                  ) -> tuple[set[int], int]:
+    """The steps to log and the number of updates to run: ``log_steps`` (checked to lie in
+    [0, steps]) or :func:`log_spaced_steps`, both cut to a cap of :func:`loop_steps`."""
+    if log_steps is not None:
+        logs = sorted({int(s) for s in log_steps})
+        if any(s < 0 or s > steps for s in logs):
+            raise ValueError(f"log_steps must lie in [0, steps={steps}]; got {logs}")
+    else:
+        logs = log_spaced_steps(steps, log_points)
+    run = loop_steps(steps)
+    if run < steps:  # capped for measuring (lazylab.train.meter)
+        logs, steps = [s for s in logs if s <= run], run
+    return set(logs), steps
+
+
+_Forward = Callable[[nn.Module, torch.Tensor], torch.Tensor]
+
+
+class _Tracker:
+    """The history of one :func:`fit` run and the losses it records: the data loss
+    L(f(X), y) of a batch or, in row blocks of ``eval_rows``, of the whole training set."""
+
+    def __init__(self, model: nn.Module, loss_fn: LossFn, fwd: _Forward, data: Batch | None,
+                 *, lr: float, eval_rows: int | None,
+                 eval_fn: Callable[[nn.Module], Mapping[str, float]] | None,
+                 regularizer: Callable[[nn.Module], torch.Tensor] | None,
+                 raise_on_divergence: bool):
+        self.model, self.loss_fn, self.fwd, self.data = model, loss_fn, fwd, data
+        self.lr, self.eval_rows, self.eval_fn = lr, eval_rows, eval_fn
+        self.regularizer, self.raise_on_divergence = regularizer, raise_on_divergence
+        self.hist = History(steps=[], train_loss=[], evals=[], lr=lr)
+
+    def loss(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.loss_fn(self.fwd(self.model, X), y)
+
+    def reg(self) -> torch.Tensor | None:
+        return self.regularizer(self.model) if self.regularizer is not None else None
+
+    def full_loss(self) -> torch.Tensor:
+        assert self.data is not None
+        X, y = self.data
+        rows = self.eval_rows
+        with torch.no_grad():
+            if rows is None or rows >= len(X):
+                return self.loss(X, y)
+            pred = torch.cat([self.fwd(self.model, X[i:i + rows])
+                              for i in range(0, len(X), rows)])
+            return self.loss_fn(pred, y)
+
+    def record(self, t: int, data_loss: torch.Tensor, reg: torch.Tensor | None) -> float:
+        """Log step t (and eval_fn there); the objective data loss + R as a float."""
+        hist = self.hist
+        value = float(data_loss)
+        hist.steps.append(t)
+        hist.train_loss.append(value)
+        if reg is not None:
+            hist.regularizer.append(float(reg))
+        if self.eval_fn is not None:
+            with torch.no_grad():
+                out = self.eval_fn(self.model)
+            if not isinstance(out, Mapping):
+                raise ValueError("eval_fn must return a dict[str, float]")
+            hist.evals.append({str(k): float(v) for k, v in out.items()})
+        else:
+            hist.evals.append({})
+        return value + (hist.regularizer[-1] if reg is not None else 0.0)
+
+    def diverge(self, t: int, value: float) -> History:
+        """Mark the run diverged at step t; raise TrainingDiverged or return the history."""
+        hist, lr = self.hist, self.lr
+        msg = (f"training diverged at step {t} with lr={lr:g} (loss={value:g}); lower the "
+               "learning rate")
+        hist.diverged, hist.message = True, msg
+        if not hist.steps or hist.steps[-1] != t:
+            # Detected by a periodic check: log the non-finite value without calling eval_fn.
+            hist.steps.append(t)
+            hist.train_loss.append(value)
+            hist.evals.append({})
+            if self.regularizer is not None:
+                hist.regularizer.append(math.nan)
+        if self.raise_on_divergence:
+            raise TrainingDiverged(msg, step=t, lr=lr, loss=value, history=hist)
+        return hist
+
+
+class _Loop:
+    """The updates of :func:`fit`: batch t, its loss, logging and checks, then the step."""
+
+    def __init__(self, tracker: _Tracker, optimizer: str, batches: Batches, update: SGDStep,
+                 flat: list[torch.Tensor], *, lr: float, schedule: Schedule | None,
+                 check_every: int, stop: Callable[[int, History], bool] | None):
+        self.tracker, self.optimizer, self.batches = tracker, optimizer, batches
+        self.update, self.flat, self.lr, self.schedule = update, flat, lr, schedule
+        self.check_every, self.stop = check_every, stop
+
+    def step(self, t: int, logged: bool) -> History | None:
+        """Update t (t < steps), logged first if ``logged``; the history if the run ends
+        here (divergence without raising, or ``stop``), else None."""
+        tr = self.tracker
+        Xb, yb = self.batches(t)
+        data_loss = tr.loss(Xb, yb)
+        reg = tr.reg()
+        total = data_loss + reg if reg is not None else data_loss
+        if logged:
+            ended = self._log(t, data_loss, reg, total)
+            if ended is not None:
+                return ended
+        elif self.check_every and t % self.check_every == 0 and not bool(torch.isfinite(total)):
+            return tr.diverge(t, float(total.detach()))
+        if logged and self.stop is not None and self.stop(t, tr.hist):
+            tr.hist.stopped = True  # the parameters are those after t updates, the last logged
+            return tr.hist
+        grads = torch.autograd.grad(total, self.flat, allow_unused=True)
+        self.update(grads, self.lr * (self.schedule(t) if self.schedule is not None else 1.0))
+        return None
+
+    def _log(self, t: int, data_loss: torch.Tensor, reg: torch.Tensor | None,
+             total: torch.Tensor) -> History | None:
+        tr = self.tracker
+        sgd = self.optimizer == "sgd"
+        shown = tr.full_loss() if sgd else data_loss.detach()
+        value = tr.record(t, shown, None if reg is None else reg.detach())
+        if sgd and math.isfinite(value):
+            value = float(total.detach())  # the minibatch objective that drives the update
+        return tr.diverge(t, value) if not math.isfinite(value) else None
+
+    def final(self, t: int, logged: bool) -> History:
+        """After the last update t = steps: log it, or only check the parameters are finite."""
+        tr = self.tracker
+        if not logged:
+            finite = torch.stack([torch.isfinite(p).all() for p in self.flat]).all()
+            return tr.diverge(t, math.nan) if not bool(finite) else tr.hist
+        with torch.no_grad():
+            if self.optimizer == "one_pass":
+                final = tr.loss(*self.batches(t))
+            else:
+                final = tr.full_loss()
+            reg = tr.reg()
+        value = tr.record(t, final, reg)
+        return tr.diverge(t, value) if not math.isfinite(value) else tr.hist
+
+
 def fit(model: nn.Module, *, data: Batch | None = None, sampler: Sampler | None = None,
         loss: str | LossFn = "mse", optimizer: Literal["gd", "sgd", "one_pass"] = "gd",
         lr: float, steps: int, batch_size: int | None = None, momentum: float = 0.0,
@@ -298,117 +457,23 @@ def fit(model: nn.Module, *, data: Batch | None = None, sampler: Sampler | None 
         optimizer, lr, steps, momentum, weight_decay, noise_std, nesterov, noise_mode, sampling,
         check_every)
     _check_callables(schedule=schedule, regularizer=regularizer, stop=stop, eval_fn=eval_fn)
-    if eval_rows is not None and (isinstance(eval_rows, bool) or int(eval_rows) != eval_rows
-                                  or eval_rows < 1):
-        raise ValueError(f"eval_rows must be a positive integer or None; got {eval_rows!r}")
+    _check_eval_rows(eval_rows)
     data = _check_source(optimizer, data, sampler, batch_size, noise_std, generator)
-
     groups = _resolve_groups(model, params, weight_decay)
     flat = [p for grp in groups for p in grp.params]
-    if noise_std > 0:
-        assert generator is not None
-        for p in flat:
-            if p.device.type != generator.device.type:
-                raise ValueError(f"generator is on {generator.device} but a parameter is on "
-                                 f"{p.device}; noise is drawn on the parameters' device")
+    _check_noise_device(flat, noise_std, generator)
+    log_set, steps = _log_schedule(steps, log_points, log_steps)
 
-    if log_steps is not None:
-        logs = sorted({int(s) for s in log_steps})
-        if any(s < 0 or s > steps for s in logs):
-            raise ValueError(f"log_steps must lie in [0, steps={steps}]; got {logs}")
-    else:
-        logs = log_spaced_steps(steps, log_points)
-    run = loop_steps(steps)
-    if run < steps:  # capped for measuring (lazylab.train.meter)
-        logs, steps = [s for s in logs if s <= run], run
-    log_set = set(logs)
-
-    loss_fn = get_loss(loss)
-    fwd = forward if forward is not None else _default_forward
-    sched = schedule
+    tracker = _Tracker(model, get_loss(loss), forward if forward is not None else _default_forward,
+                       data, lr=lr, eval_rows=eval_rows, eval_fn=eval_fn,
+                       regularizer=regularizer, raise_on_divergence=raise_on_divergence)
     batches = Batches(optimizer, data, sampler, batch_size, sampling, generator)
     update = SGDStep(groups, momentum=momentum, nesterov=nesterov, noise_std=noise_std,
                      noise_mode=noise_mode, generator=generator)
-    hist = History(steps=[], train_loss=[], evals=[], lr=lr)
-
-    def record(t: int, data_loss: torch.Tensor, reg: torch.Tensor | None) -> float:
-        value = float(data_loss)
-        hist.steps.append(t)
-        hist.train_loss.append(value)
-        if reg is not None:
-            hist.regularizer.append(float(reg))
-        if eval_fn is not None:
-            with torch.no_grad():
-                out = eval_fn(model)
-            if not isinstance(out, Mapping):
-                raise ValueError("eval_fn must return a dict[str, float]")
-            hist.evals.append({str(k): float(v) for k, v in out.items()})
-        else:
-            hist.evals.append({})
-        return value + (hist.regularizer[-1] if reg is not None else 0.0)
-
-    def diverge(t: int, value: float) -> History:
-        msg = (f"training diverged at step {t} with lr={lr:g} (loss={value:g}); lower the "
-               "learning rate")
-        hist.diverged, hist.message = True, msg
-        if not hist.steps or hist.steps[-1] != t:
-            # Detected by a periodic check: log the non-finite value without calling eval_fn.
-            hist.steps.append(t)
-            hist.train_loss.append(value)
-            hist.evals.append({})
-            if regularizer is not None:
-                hist.regularizer.append(math.nan)
-        if raise_on_divergence:
-            raise TrainingDiverged(msg, step=t, lr=lr, loss=value, history=hist)
-        return hist
-
-    def full_loss() -> torch.Tensor:
-        assert data is not None
-        X = data[0]
-        with torch.no_grad():
-            if eval_rows is None or eval_rows >= len(X):
-                return loss_fn(fwd(model, X), data[1])
-            pred = torch.cat([fwd(model, X[i:i + eval_rows])
-                              for i in range(0, len(X), eval_rows)])
-            return loss_fn(pred, data[1])
-
-    for t in range(steps + 1):
-        logged = t in log_set
-        if t == steps:
-            if logged:
-                with torch.no_grad():
-                    if optimizer == "one_pass":
-                        Xb, yb = batches(t)
-                        final = loss_fn(fwd(model, Xb), yb)
-                    else:
-                        final = full_loss()
-                    reg_final = regularizer(model) if regularizer is not None else None
-                value = record(t, final, reg_final)
-                if not math.isfinite(value):
-                    return diverge(t, value)
-            else:
-                finite = torch.stack([torch.isfinite(p).all() for p in flat]).all()
-                if not bool(finite):
-                    return diverge(t, math.nan)
-            break
-
-        Xb, yb = batches(t)
-        data_loss = loss_fn(fwd(model, Xb), yb)
-        reg = regularizer(model) if regularizer is not None else None
-        total = data_loss + reg if reg is not None else data_loss
-        if logged:
-            shown = full_loss() if optimizer == "sgd" else data_loss.detach()
-            value = record(t, shown, None if reg is None else reg.detach())
-            if optimizer == "sgd" and math.isfinite(value):
-                value = float(total.detach())  # the minibatch objective that drives the update
-            if not math.isfinite(value):
-                return diverge(t, value)
-        elif check_every and t % check_every == 0 and not bool(torch.isfinite(total)):
-            return diverge(t, float(total.detach()))
-        if logged and stop is not None and stop(t, hist):
-            hist.stopped = True  # the parameters are those after t updates, the last logged
-            break
-
-        grads = torch.autograd.grad(total, flat, allow_unused=True)
-        update(grads, lr * (sched(t) if sched is not None else 1.0))
-    return hist
+    loop = _Loop(tracker, optimizer, batches, update, flat, lr=lr, schedule=schedule,
+                 check_every=check_every, stop=stop)
+    for t in range(steps):
+        ended = loop.step(t, t in log_set)
+        if ended is not None:
+            return ended
+    return loop.final(steps, steps in log_set)

@@ -1,0 +1,177 @@
+"""File IO of an output directory: atomic writes, results.csv, strict JSON, figures, and the
+experiment folders a directory holds.
+
+Every file is written to a temporary sibling, fsynced, then renamed, so a reader (or a run
+killed mid-write) sees the old file or the new one, never a torn one. ``results.csv`` numbers
+are written with ``repr`` so that reading them back with ``float`` gives the same bits.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import io
+import json
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lazylab.errors import StoreFault
+
+if TYPE_CHECKING:
+    from lazylab.experiments.base import Results
+
+__all__ = ["OUTPUT_FILES", "atomic_write", "experiment_dirs", "read_results", "save_figure",
+           "temp_path", "write_json", "write_results_csv"]
+
+#: Per-experiment outputs that a fresh run replaces (config.json is rewritten separately).
+OUTPUT_FILES = ("results.csv", "claims.json", "{id}.png", "{id}.svg")
+
+
+def temp_path(path: Path) -> Path:
+    """A temporary sibling of ``path`` (same folder, so the rename is atomic). Leftovers of
+    writers that died mid-write (``kill -9``) are removed first: their pid is gone."""
+    _remove_stale_tmp(path)
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def _remove_stale_tmp(path: Path) -> None:
+    """Delete ``.NAME.PID.tmp`` siblings of ``path`` whose process no longer exists."""
+    try:
+        leftovers = list(path.parent.glob(f".{glob.escape(path.name)}.*.tmp"))
+    except OSError:
+        return
+    for f in leftovers:
+        pid = f.name[len(path.name) + 2:-4]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            f.unlink(missing_ok=True)
+        except (PermissionError, OverflowError, OSError):
+            continue
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temporary file, fsync, then rename.
+
+    A reader (or a run killed mid-write) sees the old file or the new one, never a torn one.
+    """
+    tmp = temp_path(path)
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _columns(rows: Iterable[dict[str, Any]]) -> list[str]:
+    from lazylab.experiments.base import COLUMNS
+
+    extra: dict[str, None] = {}
+    for r in rows:
+        for k in r:
+            if k not in COLUMNS:
+                extra.setdefault(k, None)
+    return [*COLUMNS, *sorted(extra)]
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def write_results_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Write the tidy table (atomically); the standard columns first, facet columns after."""
+    cols = _columns(rows)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols)
+    for r in rows:
+        w.writerow([_cell(r.get(c)) for c in cols])
+    atomic_write(path, buf.getvalue())
+
+
+def read_results(path: str | Path) -> Results:
+    """Read a ``results.csv`` back (x and value as floats, seed as int or None)."""
+    from lazylab.experiments.base import Results
+
+    rows = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            r = dict(r)
+            r["x"] = float(r["x"])
+            r["value"] = float(r["value"])
+            r["seed"] = int(r["seed"]) if r["seed"] != "" else None
+            rows.append(r)
+    return Results(rows)
+
+
+def _json_safe(v: Any) -> Any:
+    """Strict JSON: non-finite floats become the strings "nan", "inf", "-inf"."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return repr(v)
+    if isinstance(v, list):
+        return [_json_safe(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _json_safe(x) for k, x in v.items()}
+    return v
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Strict JSON (non-finite floats as strings), written atomically."""
+    atomic_write(path, json.dumps(_json_safe(obj), indent=2, allow_nan=False) + "\n")
+
+
+def save_figure(fig: Any, folder: Path, stem: str, *, dpi: int = 150) -> None:
+    """Save ``fig`` as ``folder/stem.png`` and ``.svg``, each atomically (a temporary file,
+    then a rename); a fixed hash salt and no date keep the SVG identical across identical
+    runs."""
+    import matplotlib.pyplot as plt
+
+    with plt.rc_context({"svg.hashsalt": "lazylab"}):
+        for fmt, kw in (("png", {"dpi": dpi}), ("svg", {"metadata": {"Date": None}})):
+            final = folder / f"{stem}.{fmt}"
+            tmp = temp_path(final)
+            try:
+                fig.savefig(tmp, format=fmt, bbox_inches="tight", **kw)
+                os.replace(tmp, final)
+            finally:
+                tmp.unlink(missing_ok=True)
+
+
+def experiment_dirs(out_dir: Path, strict: bool = False) -> list[tuple[Path, dict[str, Any]]]:
+    """Subdirectories holding a readable config.json, in registry order then by name.
+
+    ``strict``: a config.json that cannot be read or parsed raises :class:`StoreFault` naming
+    it (``lazylab report``); otherwise it is skipped (the report written after a run).
+    """
+    from lazylab.experiments import all_experiments
+
+    found = []
+    for sub in sorted(out_dir.iterdir()):
+        cfg = sub / "config.json"
+        if sub.is_dir() and cfg.is_file():
+            try:
+                config = json.loads(cfg.read_text(encoding="utf-8"))
+                if not isinstance(config, dict):
+                    raise ValueError("not a JSON object")
+                found.append((sub, config))
+            except (OSError, ValueError) as e:
+                if strict:
+                    raise StoreFault(f"{cfg} cannot be read ({type(e).__name__}: "
+                                     f"{str(e)[:120]}); torn or edited: rerun the experiment "
+                                     f"with --resume --out {out_dir}") from None
+                continue
+    order = {e.id: i for i, e in enumerate(all_experiments())}
+    found.sort(key=lambda t: (order.get(t[0].name, len(order)), t[0].name))
+    return found
