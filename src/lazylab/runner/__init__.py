@@ -12,7 +12,12 @@ The package splits the runner by concept:
   protocol;
 * :mod:`~lazylab.runner.lock`, :mod:`~lazylab.runner.cost`: the output-folder lock and the cost
   guard;
-* :mod:`~lazylab.runner.orchestrate`: :func:`run_experiment`, one experiment end to end.
+* :mod:`~lazylab.runner.orchestrate`: :func:`run_experiment`, one experiment end to end;
+* :mod:`~lazylab.runner.assemble`: a run's stored units into results, claims and figure
+  (shared by a run's end and ``lazylab report``'s rebuild);
+* :mod:`~lazylab.runner.outputs`: the output files, written atomically;
+* :mod:`~lazylab.runner.provenance`: the environment, revision and reproduce command a run
+  records. Rendering the reports is :mod:`lazylab.report`'s job.
 
 Errors live in :mod:`lazylab.errors` (re-exported here for compatibility).
 """
