@@ -337,3 +337,23 @@ def test_assembly_errors_keep_units_and_name_the_step(toy, tmp_path, monkeypatch
     monkeypatch.undo()
     out = run(spec, tmp_path, resume=True)  # fixed: assembles from the store, computes nothing
     assert out.computed == 0 and out.reused == 3
+
+
+def test_backends_are_registered_by_name(monkeypatch):
+    """make_backend looks the name up in the registry: the built-ins, and one a user adds."""
+    from lazylab.errors import InputError
+    from lazylab.runner import backends
+    from lazylab.runner.pool import PoolBackend
+    from lazylab.runner.serial import SerialBackend
+
+    assert isinstance(backends.make_backend("local", 1), SerialBackend)
+    assert isinstance(backends.make_backend("local", 3, n_pending=5), PoolBackend)
+    assert isinstance(backends.make_backend("local", 3, n_pending=1), SerialBackend)
+    monkeypatch.setattr(backends, "_FACTORIES", dict(backends._FACTORIES))
+    made = []
+    backends.register_backend("mine", lambda w, a, n: made.append((w, a, n)) or
+                              SerialBackend())
+    assert isinstance(backends.make_backend("mine", 2, "addr", 7), SerialBackend)
+    assert made == [(2, "addr", 7)]
+    with pytest.raises(InputError, match="one of local, serial, pool, ray, mine"):
+        backends.check_backend("nope")

@@ -8,25 +8,56 @@ runs serially, more use the pool.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Sequence
 
 from lazylab.errors import InputError
 from lazylab.runner.job import Backend, Clock, Done, Job, uses_prepare
 from lazylab.runner.spec import RunSpec, WorkGroup
 
-if TYPE_CHECKING:
-    pass
+__all__ = ["BACKENDS", "check_backend", "execute", "make_backend", "make_job",
+           "register_backend"]
 
-__all__ = ["BACKENDS", "check_backend", "execute", "make_backend", "make_job"]
+#: A backend's factory: (workers, Ray address, number of pending groups or None) -> Backend.
+Factory = Callable[[int, str | None, int | None], Backend]
 
-BACKENDS = ("local", "serial", "pool", "ray")
+
+def _serial(workers: int, address: str | None, n_pending: int | None) -> Backend:
+    from lazylab.runner.serial import SerialBackend
+    return SerialBackend()
+
+
+def _pool(workers: int, address: str | None, n_pending: int | None) -> Backend:
+    from lazylab.runner.pool import PoolBackend
+    return PoolBackend(workers)
+
+
+def _local(workers: int, address: str | None, n_pending: int | None) -> Backend:
+    # One worker, or one group to run, gains nothing from spawning processes.
+    many = workers > 1 and (n_pending or 2) > 1
+    return _pool(workers, address, n_pending) if many else _serial(workers, address, n_pending)
+
+
+def _ray(workers: int, address: str | None, n_pending: int | None) -> Backend:
+    from lazylab.runner.ray_backend import RayBackend
+    return RayBackend(address)
+
+
+_FACTORIES: dict[str, Factory] = {"local": _local, "serial": _serial, "pool": _pool,
+                                  "ray": _ray}
+#: The built-in backends' names.
+BACKENDS = tuple(_FACTORIES)
+
+
+def register_backend(name: str, factory: Factory) -> None:
+    """Make ``--backend NAME`` build its backend with ``factory(workers, address,
+    n_pending)`` (a :class:`~lazylab.runner.job.Backend`); a known name is replaced."""
+    _FACTORIES[name] = factory
 
 
 def check_backend(backend: str, workers: int = 1) -> None:
     """InputError unless the backend exists (and, for Ray, is installed) and workers >= 1."""
-    if backend not in BACKENDS:
-        raise InputError(f"--backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+    if backend not in _FACTORIES:
+        raise InputError(f"--backend must be one of {', '.join(_FACTORIES)}; got {backend!r}")
     if workers < 1:
         raise InputError(f"--workers must be >= 1; got {workers}")
     if backend == "serial" and workers > 1:
@@ -39,17 +70,9 @@ def check_backend(backend: str, workers: int = 1) -> None:
 
 def make_backend(backend: str, workers: int = 1, address: str | None = None,
                  n_pending: int | None = None) -> Backend:
-    """The backend object for a name (``local``: serial for one worker or one unit)."""
-    from lazylab.runner.pool import PoolBackend
-    from lazylab.runner.ray_backend import RayBackend
-    from lazylab.runner.serial import SerialBackend
-
+    """The backend object for a name (``local``: serial for one worker or one group)."""
     check_backend(backend, workers)
-    if backend == "ray":
-        return RayBackend(address)
-    if backend == "pool" or (backend == "local" and workers > 1 and (n_pending or 2) > 1):
-        return PoolBackend(workers)
-    return SerialBackend()
+    return _FACTORIES[backend](workers, address, n_pending)
 
 
 def make_job(spec: RunSpec, prep: object = None) -> Job:
