@@ -27,13 +27,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lazylab.runner import assemble as _assemble
 from lazylab.runner.assemble import (
     collect_rows,
     draw_figure,
     finish_experiment,
-    rebuild,
     theory_rows,
-    tidy_rows,
 )
 from lazylab.runner.outputs import (
     OUTPUT_FILES,
@@ -50,6 +49,7 @@ from lazylab.runner.provenance import (
     policy_flags,
     reproduce_command,
 )
+from lazylab.runner.rows import tidy_rows
 
 __all__ = [
     "OUTPUT_FILES",
@@ -72,6 +72,15 @@ __all__ = [
     "write_report",
     "write_results_csv",
 ]
+
+
+def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None, *,
+            recompute_theory: bool = False) -> dict[str, Any]:
+    """Re-assemble every experiment in ``out_dir`` from its store
+    (:func:`lazylab.runner.assemble.rebuild`), then write the report; returns the rebuilt
+    experiments' claims."""
+    return _assemble.rebuild(out_dir, warn, recompute_theory=recompute_theory,
+                             render=write_report)
 
 
 def claim_test(cl: Mapping[str, Any]) -> str:

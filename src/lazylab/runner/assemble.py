@@ -21,6 +21,7 @@ from lazylab.errors import StoreFault
 from lazylab.runner.job import uses_prepare
 from lazylab.runner.outputs import experiment_dirs, save_figure, write_json, write_results_csv
 from lazylab.runner.params import SEEDS_MAX
+from lazylab.runner.rows import Rows, tidy_rows
 from lazylab.seeding import canonical_key
 from lazylab.store import STORE_NAME, Store
 
@@ -30,42 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["Assembly", "assemble", "collect_rows", "draw_figure", "finish_experiment",
            "rebuild", "theory_rows", "tidy_rows"]
 
-_REQUIRED = ("method", "x_name", "x", "metric", "value")
-
-Rows = list[dict[str, Any]]
-
-
-def tidy_rows(rows: Any, *, kind: str, where: str) -> Rows:
-    """Check and normalise rows returned by ``run_unit`` or ``theory``.
-
-    Numbers become Python floats (so JSON and CSV write them exactly), ``kind`` is checked, and
-    extra keys are kept if they are JSON scalars. ``where`` names the source in error messages.
-    """
-    if not isinstance(rows, list | tuple):
-        raise TypeError(f"{where} must return a list of rows, got {type(rows).__name__}")
-    out = []
-    for r in rows:
-        if not isinstance(r, Mapping):
-            raise TypeError(f"{where} returned a row that is not a dict: {r!r}")
-        missing = [k for k in _REQUIRED if k not in r]
-        if missing:
-            raise ValueError(f"{where} returned a row without {', '.join(missing)}: {dict(r)}")
-        rk = r.get("kind", kind)
-        if rk != kind:
-            raise ValueError(f"{where} returned a row of kind {rk!r}; expected {kind!r}")
-        t = {k: _scalar(v) for k, v in r.items() if k != "seed"}
-        t.update(method=str(r["method"]), kind=kind, x_name=str(r["x_name"]),
-                 x=float(r["x"]), metric=str(r["metric"]), value=float(r["value"]))
-        out.append(t)
-    return out
-
-
-def _scalar(v: Any) -> Any:
-    if hasattr(v, "item") and callable(v.item):  # numpy / torch scalars
-        v = v.item()
-    if v is None or isinstance(v, bool | int | float | str):
-        return v
-    raise TypeError(f"result rows may only hold numbers and strings, got {type(v).__name__}")
 
 
 def theory_rows(exp: Experiment, p: ExperimentParams, prep: Any = None,
@@ -164,8 +129,10 @@ def draw_figure(exp: Experiment, p: ExperimentParams, results: Results, exp_dir:
 
 
 def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None, *,
-            recompute_theory: bool = False) -> dict[str, list[Claim]]:
-    """Re-assemble every experiment in ``out_dir`` from its stored units, then the report.
+            recompute_theory: bool = False,
+            render: Callable[[Path], Any] = lambda _out: None) -> dict[str, list[Claim]]:
+    """Re-assemble every experiment in ``out_dir`` from its stored units, then ``render`` the
+    report (``lazylab.report.rebuild`` passes its ``write_report``).
 
     Nothing is recomputed: the theory rows are the ones the run stored. They are computed
     again (with the ``prepare`` step they may need) only with ``recompute_theory`` (after a
@@ -177,12 +144,11 @@ def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None, *,
     claims of the rebuilt experiments.
     """
     from lazylab.experiments import get_experiment
-    from lazylab.report import write_report
 
     store_path = out_dir / STORE_NAME
     if not store_path.is_file():
         warn(f"no store ({STORE_NAME}) in {out_dir}; keeping the existing results")
-        write_report(out_dir)
+        render(out_dir)
         return {}
     rebuilt: dict[str, list[Claim]] = {}
     with Store.open_existing(store_path) as store:
@@ -202,7 +168,7 @@ def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None, *,
                      f"`lazylab reproduce {exp_id} --out {out_dir} --resume`")
                 continue
             rebuilt[exp_id] = done.claims
-    write_report(out_dir)
+    render(out_dir)
     return rebuilt
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from lazylab.errors import DataNotFound, LazylabError, UnitFailed
 from lazylab.runner.policy import ExecutionPolicy
+from lazylab.runner.rows import tidy_rows
 from lazylab.runner.spec import WorkGroup, WorkUnit
 
 if TYPE_CHECKING:
@@ -59,7 +60,6 @@ def call_group(exp: Experiment, job: Job, label: str | None,
     policy; the payload is one list of tidy rows per member. A failure comes back as data."""
     import torch
 
-    from lazylab.runner.assemble import tidy_rows  # not at the top: assemble imports this module
 
     job.policy.apply()
     t0 = time.perf_counter()

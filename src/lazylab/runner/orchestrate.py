@@ -27,10 +27,10 @@ from lazylab.errors import (
     StoreFault,
     UnitFailed,
 )
-from lazylab.runner import gpu_share
 from lazylab.runner.assemble import assemble, theory_rows
 from lazylab.runner.backends import check_backend, execute
 from lazylab.runner.cost import device_bytes
+from lazylab.runner.gpu_share import for_run as gpu_reservation
 from lazylab.runner.job import Clock, uses_prepare
 from lazylab.runner.lock import RunLock
 from lazylab.runner.outputs import OUTPUT_FILES, write_json
@@ -190,7 +190,7 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
             progress.started(spec, n_missing, len(plan))
         try:
             spec.policy.apply()
-            with gpu_share.for_run(spec.device, device_bytes(spec), workers):
+            with gpu_reservation(spec.device, device_bytes(spec), workers):
                 prep = _prepare(spec)
                 for unit, rows, secs in execute(spec, pending, workers=workers,
                                                 backend=backend, address=address, prep=prep,
