@@ -28,6 +28,8 @@ import numpy as np
 import torch
 
 from lazylab.data.harmonics import hermite_e
+from lazylab.duals.arccos import relu_power_nngp
+from lazylab.duals.dual import erf_dual, poly_derivative, poly_dual, sin_dual
 
 Fn = Callable[[torch.Tensor], torch.Tensor]
 #: A closed-form Gaussian dual kernel (X, Z or None) -> (n, n') matrix of E_w[f(w.x) g(w.z)].
@@ -236,19 +238,16 @@ def _relu_pow(k: int, scale: float) -> Fn:
     return f
 
 
-# Dual-kernel hooks. The formulas live in lazylab.kernels (same layer), imported when a hook
-# is called: lazylab.kernels imports this module, so a top-level import would be circular.
+# Dual-kernel hooks: the closed forms of lazylab.duals.
 
 
 def _relu_power_activation(name: str, k: int, scale: float = 1.0) -> Activation:
     """scale * max(u, 0)^k with its arc-cosine duals (sigma' = scale k relu^(k-1))."""
 
     def dual(X: torch.Tensor, Z: torch.Tensor | None) -> torch.Tensor:
-        from lazylab.kernels.arccos import relu_power_nngp
         return relu_power_nngp(X, Z, power=k, scale=scale)
 
     def derivative_dual(X: torch.Tensor, Z: torch.Tensor | None) -> torch.Tensor:
-        from lazylab.kernels.arccos import relu_power_nngp
         return relu_power_nngp(X, Z, power=k - 1, scale=scale * k)
 
     fn = torch.relu if (k, scale) == (1, 1.0) else _relu_pow(k, scale)
@@ -260,11 +259,9 @@ def _poly_activation(name: str, coef: tuple[float, ...]) -> Activation:
     """sum_j coef[j] u^j with its exact Gaussian-moment duals."""
 
     def dual(X: torch.Tensor, Z: torch.Tensor | None) -> torch.Tensor:
-        from lazylab.kernels.dual import poly_dual
         return poly_dual(coef, coef, X, Z)
 
     def derivative_dual(X: torch.Tensor, Z: torch.Tensor | None) -> torch.Tensor:
-        from lazylab.kernels.dual import poly_derivative, poly_dual
         dp = poly_derivative(coef)
         return poly_dual(dp, dp, X, Z)
 
@@ -272,11 +269,10 @@ def _poly_activation(name: str, coef: tuple[float, ...]) -> Activation:
 
 
 def _closed_form_hook(kind: str, derivative: bool) -> Dual:
-    """The erf (Williams 1998) or sin dual of :mod:`lazylab.kernels.dual`."""
+    """The erf (Williams 1998) or sin dual of :mod:`lazylab.duals.dual`."""
+    fn = erf_dual if kind == "erf" else sin_dual
 
     def hook(X: torch.Tensor, Z: torch.Tensor | None) -> torch.Tensor:
-        from lazylab.kernels import dual as duals
-        fn = duals.erf_dual if kind == "erf" else duals.sin_dual
         return fn(X, Z, derivative=derivative)
 
     return hook
