@@ -259,3 +259,17 @@ def test_show_states_bounds_that_depend_on_the_data_set():
     assert res.exit_code == 0, res.output
     assert "data-dependent bounds (quick: digits, classes 0 and 1): n_train + n_test <= 360" \
         in res.output.replace("\n", " ")
+
+
+@pytest.mark.parametrize("command", ["reproduce", "robustness"])
+def test_reproduce_and_robustness_share_the_execution_options(command, toy, tmp_path):
+    """Both commands take --threads, --precision, --allow-tf32 and --memory-budget, with the
+    same checks (exit 2 before any compute, nothing written)."""
+    for args, msg in ((["--memory-budget", "0"], "--memory-budget must be a positive"),
+                      (["--threads", "0"], "--threads must be between 1 and 1024"),
+                      (["--precision", "fp16"], "--precision"),
+                      (["--allow-tf32", "--precision", "fp32"], "exclude each other")):
+        res = cli(command, "toy-mean", "--out", str(tmp_path / "o"), *args)
+        assert res.exit_code == 2, (args, res.output)
+        assert msg in res.output, (args, res.output)
+    assert not (tmp_path / "o").exists()

@@ -478,6 +478,37 @@ def check_out(out: str, option: str = "--out") -> Path:
     return path
 
 
+#: Options of how units execute, shared by ``reproduce`` and ``robustness``.
+ThreadsOpt = Annotated[int | None, typer.Option(
+    "--threads", help="torch threads of every unit, in every worker (default: the CPU cores, "
+    "at most 8); recorded, and part of the identity that --resume checks.",
+    show_default=False)]
+PrecisionOpt = Annotated[str, typer.Option(
+    "--precision", help="Float32 matmuls on GPUs: auto (TF32 where the experiment declares it "
+    "for the scale, e.g. the GEMM-bound paper-scale runs), fp32, or tf32 (faster, 10-bit "
+    "mantissas). CPUs always compute in float32.")]
+AllowTF32Opt = Annotated[bool, typer.Option("--allow-tf32", help="Same as --precision tf32.")]
+MemoryBudgetOpt = Annotated[float | None, typer.Option(
+    "--memory-budget", help="GiB a blocked kernel evaluation may use for one block (default: "
+    "the device's).", show_default=False)]
+
+
+def _execution(threads: int | None, precision: str, allow_tf32: bool,
+               memory_budget: float | None) -> tuple[int | None, str, int | None]:
+    """Check the shared execution options (exit 2 on a bad value); returns (threads,
+    precision, memory budget in bytes or None)."""
+    if threads is not None and not 1 <= threads <= 1024:
+        raise InputError(f"--threads must be between 1 and 1024; got {threads}")
+    if memory_budget is not None and not (memory_budget > 0 and memory_budget < 1e6):
+        raise InputError(f"--memory-budget must be a positive number of GiB; got "
+                         f"{memory_budget}")
+    _choice("--precision", precision, ("auto", "fp32", "tf32"))
+    if allow_tf32 and precision == "fp32":
+        raise InputError("--allow-tf32 and --precision fp32 exclude each other")
+    budget = None if memory_budget is None else int(memory_budget * 2**30)
+    return threads, "tf32" if allow_tf32 else precision, budget
+
+
 @app.command()
 def reproduce(
     targets: Annotated[list[str], typer.Argument(
@@ -508,18 +539,10 @@ def reproduce(
     address: Annotated[str | None, typer.Option(
         help="Ray cluster address (host:port of the head node) for --backend ray; default: "
              "RAY_ADDRESS, else a local cluster.", show_default=False)] = None,
-    threads: Annotated[int | None, typer.Option(
-        help="torch threads of every unit, in every worker (default: the CPU cores, at most "
-             "8); recorded, and part of the identity that --resume checks.",
-        show_default=False)] = None,
-    precision: Annotated[str, typer.Option(
-        help="Float32 matmuls on GPUs: auto (TF32 where the experiment declares it for the "
-             "scale, e.g. the GEMM-bound paper-scale runs), fp32, or tf32 (faster, 10-bit "
-             "mantissas). CPUs always compute in float32.")] = "auto",
-    allow_tf32: Annotated[bool, typer.Option(help="Same as --precision tf32.")] = False,
-    memory_budget: Annotated[float | None, typer.Option(
-        help="GiB a blocked kernel evaluation may use for one block (default: the device's).",
-        show_default=False)] = None,
+    threads: ThreadsOpt = None,
+    precision: PrecisionOpt = "auto",
+    allow_tf32: AllowTF32Opt = False,
+    memory_budget: MemoryBudgetOpt = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Run even if the estimated time "
                                                           "exceeds an hour.")] = False,
     max_time: Annotated[str | None, typer.Option(
@@ -538,17 +561,10 @@ def reproduce(
 
         if seeds is not None:
             check_seeds(seeds)
-        if threads is not None and not 1 <= threads <= 1024:
-            raise InputError(f"--threads must be between 1 and 1024; got {threads}")
-        if memory_budget is not None and not (memory_budget > 0 and memory_budget < 1e6):
-            raise InputError(f"--memory-budget must be a positive number of GiB; got "
-                             f"{memory_budget}")
+        threads, precision, budget = _execution(threads, precision, allow_tf32,
+                                                memory_budget)
         if resume and fresh:
             raise InputError("--resume and --fresh exclude each other")
-        _choice("--precision", precision, ("auto", "fp32", "tf32"))
-        if allow_tf32 and precision == "fp32":
-            raise InputError("--allow-tf32 and --precision fp32 exclude each other")
-        precision = "tf32" if allow_tf32 else precision
         deadline = None if max_time is None else t_start + parse_duration(max_time)
         if address is not None and backend != "ray":
             raise InputError("--address needs --backend ray")
@@ -571,9 +587,7 @@ def reproduce(
             raise InputError(str(e)) from None
         exps = select_experiments(targets)
         _check_keys(exps, assignments)
-        policy = ExecutionPolicy(
-            threads=threads or default_threads(),
-            memory_budget=None if memory_budget is None else int(memory_budget * 2**30))
+        policy = ExecutionPolicy(threads=threads or default_threads(), memory_budget=budget)
         specs = [resolve_spec(e, scale, assignments, seeds, dev, policy, precision)
                  for e in exps]
         _cost_guard(specs, yes=yes, workers=workers)
@@ -783,9 +797,10 @@ def robustness(
     backend: Annotated[str, typer.Option(help="local or ray.")] = "local",
     address: Annotated[str | None, typer.Option(help="Ray cluster address.",
                                                 show_default=False)] = None,
-    threads: Annotated[int | None, typer.Option(
-        help="torch and BLAS threads of every unit (default: the CPU cores, at most 8), as "
-             "for reproduce.", show_default=False)] = None,
+    threads: ThreadsOpt = None,
+    precision: PrecisionOpt = "auto",
+    allow_tf32: AllowTF32Opt = False,
+    memory_budget: MemoryBudgetOpt = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Run even if the estimate exceeds "
                                                           "an hour.")] = False,
 ) -> None:
@@ -801,8 +816,8 @@ def robustness(
         if resume and fresh:
             raise InputError("--resume and --fresh exclude each other")
         check_backend(backend, workers)
-        if threads is not None and not 1 <= threads <= 1024:
-            raise InputError(f"--threads must be between 1 and 1024; got {threads}")
+        threads, precision, budget = _execution(threads, precision, allow_tf32,
+                                                memory_budget)
         out_dir = check_out(out)
         varied = parse_vary(list(vary or []))
         _refuse_unknown_fast(targets)
@@ -824,8 +839,9 @@ def robustness(
         except ValueError as e:
             raise InputError(str(e)) from None
         exps = select_experiments(targets)
-        policy = ExecutionPolicy(threads=threads or default_threads())
-        plans = [estimate_seconds(e, scale, dev, varied, seeds, policy) for e in exps]
+        policy = ExecutionPolicy(threads=threads or default_threads(), memory_budget=budget)
+        plans = [estimate_seconds(e, scale, dev, varied, seeds, policy, precision)
+                 for e in exps]
         console = _out()
         for e, (n_set, reps, secs) in zip(exps, plans, strict=True):
             console.print(f"estimate {e.id}: {n_set} settings x {reps} seeds, "
@@ -844,7 +860,7 @@ def robustness(
                 _, _, summary = run_robustness(
                     e, scale, out_dir, device=dev, vary=varied, seeds=reps, workers=workers,
                     backend=backend, address=address, resume=resume, fresh=fresh,
-                    policy=policy, progress=sink)
+                    policy=policy, precision=precision, progress=sink)
                 lines += [f"{e.id} {cid}: {line}" for cid, line in summary.items()]
         for line in lines:
             console.print(escape(line), highlight=False, soft_wrap=True)

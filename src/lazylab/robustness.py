@@ -239,7 +239,7 @@ def run_robustness(exp: Experiment, scale: str, out_dir: Path, *, device: Any,
                    vary: dict[str, list[str]] | None = None, seeds: int | None = None,
                    workers: int = 1, backend: str = "local", address: str | None = None,
                    resume: bool = False, fresh: bool = False, policy: Any = None,
-                   progress: Any = None,
+                   precision: str = "auto", progress: Any = None,
                    ) -> tuple[list[Setting], dict[int, list[list[Claim]]], dict[str, str]]:
     """Run every setting (each resumable in its own store), evaluate the claims per seed,
     write the outputs; returns ``(settings, claims per setting and seed, summary lines)``."""
@@ -248,14 +248,15 @@ def run_robustness(exp: Experiment, scale: str, out_dir: Path, *, device: Any,
 
     settings = plan_settings(exp, scale, vary)
     k = exp.default_seeds.get(scale, 1)
-    specs = [resolve_spec(exp, scale, s.changes, k, device, policy) for s in settings]
+    specs = [resolve_spec(exp, scale, s.changes, k, device, policy, precision)
+             for s in settings]
     if seeds is None:
         from lazylab.runner import estimate
 
         seeds = default_replicates(max(estimate(sp).seconds for sp in specs), len(settings))
     table: dict[int, list[list[Claim]]] = {}
     for s in settings:
-        spec = resolve_spec(exp, scale, s.changes, k * seeds, device, policy)
+        spec = resolve_spec(exp, scale, s.changes, k * seeds, device, policy, precision)
         sdir = out_dir / exp.id / "robustness" / f"s{s.index:02d}"
         sdir.mkdir(parents=True, exist_ok=True)
         with Store(sdir / STORE_NAME) as store:
@@ -271,13 +272,13 @@ def run_robustness(exp: Experiment, scale: str, out_dir: Path, *, device: Any,
 
 def estimate_seconds(exp: Experiment, scale: str, device: Any,
                      vary: dict[str, list[str]] | None, seeds: int | None,
-                     policy: Any = None) -> tuple[int, int, float]:
+                     policy: Any = None, precision: str = "auto") -> tuple[int, int, float]:
     """``(settings, seeds per setting, estimated seconds)`` of a robustness run."""
     from lazylab.runner import estimate, resolve_spec
 
     settings = plan_settings(exp, scale, vary)
     k = exp.default_seeds.get(scale, 1)
-    costs = [estimate(resolve_spec(exp, scale, s.changes, k, device, policy)).seconds
+    costs = [estimate(resolve_spec(exp, scale, s.changes, k, device, policy, precision)).seconds
              for s in settings]
     r = seeds or default_replicates(max(costs), len(settings))
     return len(settings), r, sum(costs) * r
