@@ -45,6 +45,7 @@ from lazylab.experiments.base import (
     ExperimentParams,
     Results,
     comparison_text,
+    passes,
 )
 from lazylab.seeding import canonical_key
 
@@ -233,11 +234,8 @@ def _check_comparison(c: Claim) -> None:
     m, e, t, op = c.measured, c.expected, c.tolerance, c.comparison
     if not all(math.isfinite(v) for v in (m, e, t)):
         return
-    slack = 1e-12 * max(1.0, abs(m), abs(e), abs(t))
-    ok = {"within": abs(m - e) <= t + slack, ">=": m >= e - t - slack,
-          "<=": m <= e + t + slack, "above": m >= e + t - slack,
-          "below": m <= e - t + slack}[op]
-    assert ok, f"{c.id} held, but its printed test fails: {comparison_text(m, e, t, op)}"
+    assert passes(m, e, t, op), \
+        f"{c.id} held, but its printed test fails: {comparison_text(m, e, t, op)}"
 
 
 def check_every_claim_can_fail(run: Run) -> None:

@@ -275,6 +275,20 @@ def comparison(measured: float, expected: float, tolerance: float, status: str,
     return "within"
 
 
+def passes(measured: float, expected: float, tolerance: float, op: str) -> bool:
+    """Whether finite numbers pass the comparison ``op`` (:data:`COMPARISONS`), up to rounding
+    (1e-12 relative).
+
+    >>> passes(0.21, 1.35, 0.018, "below"), passes(1.34, 1.35, 0.018, "below")
+    (True, False)
+    """
+    m, e, t = float(measured), float(expected), float(tolerance)
+    slack = 1e-12 * max(1.0, abs(m), abs(e), abs(t))
+    return {"within": abs(m - e) <= t + slack, ">=": m >= e - t - slack,
+            "<=": m <= e + t + slack, "above": m >= e + t - slack,
+            "below": m <= e - t + slack}[op]
+
+
 def comparison_text(measured: float, expected: float, tolerance: float, op: str,
                     fmt=lambda v: f"{v:.4g}") -> str:
     """The test as printed: ``0.967 >= 0.5 - 0.0158``, ``0.52 within 0.5 +- 0.1``,
