@@ -39,7 +39,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from lazylab.experiments import get_experiment
-from lazylab.runner.job import uses_prepare
 from lazylab.runner.spec import RunSpec, WorkGroup, plan_groups
 from lazylab.train.meter import StepMeter, capped, extrapolate, per_step
 
@@ -259,10 +258,9 @@ def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
     fixed = Cost()
     try:
         _alarm(limit)
-        if uses_prepare(exp):
-            prep: list[Any] = []
-            fixed = _once(lambda: prep.append(exp.prepare(p, device)), device)
-            kw = {"prep": prep[-1]}
+        prep: list[Any] = []
+        fixed = _once(lambda: prep.append(exp.prepare(p, device)), device)
+        kw["prep"] = prep[-1]
         fixed = fixed + _once(lambda: exp.theory(p, **kw), device)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)

@@ -33,7 +33,7 @@ class BlasProbe(Experiment):
         return [{"i": i} for i in range(p.units)]
 
     def run_unit(self, p: ProbeParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
         import numpy as np
         from threadpoolctl import threadpool_info
 

@@ -225,6 +225,71 @@ def test_batched_grid_equals_configs_run_one_by_one(trainable, linearize):
                                   rtol=0), n
 
 
+def _learners():
+    return {"3resnet": lambda: ResNet3(7, 3, 12, generator=gen(31), dtype=F64),
+            "3resnet-untied": lambda: ResNet3(7, 3, 12, tied=False, generator=gen(31),
+                                              dtype=F64),
+            "3resnet-full": lambda: ResNet3(7, 3, 12, form="full", generator=gen(31),
+                                            dtype=F64),
+            "3layer": lambda: MLP3(7, 3, 12, generator=gen(31), dtype=F64),
+            "2layer": lambda: MLP2(7, 3, 12, generator=gen(31), dtype=F64)}
+
+
+@pytest.mark.parametrize("arch", list(_learners()))
+def test_stacked_grads_equal_autograd_per_configuration(arch):
+    """The hand-written gradients of G stacked configurations (lazylab.models.stacked) are
+    autograd's gradient of each configuration's batch loss mean ||out - y||^2, to 1e-12."""
+    net = _learners()[arch]()
+    G = 3
+    tensors = {**dict(net.named_parameters()), **dict(net.named_buffers())}
+    params = {n: v.detach() + 0.3 * torch.randn(G, *v.shape, generator=gen(32), dtype=F64)
+              for n, v in tensors.items()}
+    X = torch.randn(9, 7, generator=gen(33), dtype=F64)
+    Y = torch.randn(9, 3, generator=gen(34), dtype=F64)
+    grads, loss = net.stacked_grads(params, X, Y)
+    for g in range(G):
+        ps = {n: v[g].clone().requires_grad_(n in dict(net.named_parameters()))
+              for n, v in params.items()}
+        out = torch.func.functional_call(net, ps, (X,))
+        lg = (out - Y).square().sum(1).mean()
+        assert abs(float(loss[g]) - float(lg.detach())) < 1e-12
+        auto = torch.autograd.grad(lg, [ps[n] for n, _ in net.named_parameters()])
+        for (n, _), a in zip(net.named_parameters(), auto, strict=True):
+            assert torch.allclose(grads[n][g], a, atol=1e-12, rtol=0), (arch, n)
+
+
+@pytest.mark.parametrize("arch,trainable", [("3resnet", "all"), ("3resnet", "hidden"),
+                                            ("3resnet-untied", "last"), ("3layer", "all"),
+                                            ("3layer", "first"), ("2layer", "all")])
+def test_stacked_grid_equals_the_vmap_grid(arch, trainable, monkeypatch):
+    """train_grid through the hand-written stacked gradients = through vmap(grad), float64,
+    to 1e-10, a diverging step size included (the same configurations drop out)."""
+    from lazylab.train.ensemble import STACKED_ENV
+
+    net = _learners()[arch]()
+    X = torch.randn(30, 7, generator=gen(35), dtype=F64)
+    Y = torch.randn(30, 3, generator=gen(36), dtype=F64)
+    names = [n for n, p in net.named_parameters()
+             if any(p is q for q in net.param_groups()[trainable])]
+    runs = []
+    for flag in ("1", "0"):
+        monkeypatch.setenv(STACKED_ENV, flag)
+        runs.append(train_grid(net, X, Y, lrs=[0.02, 0.1, 1e4], wds=[0.0, 1e-2],
+                               trainable=names, epochs=4, batch_size=10, generator=gen(37)))
+    fast, ref = runs
+    for n in names:
+        a, b = fast.params[n].flatten(1), ref.params[n].flatten(1)
+        assert torch.equal(a.isnan(), b.isnan()), n
+        # A run that grows without overflowing (to 1e31 within 4 epochs, "hidden") agrees
+        # relative to its own scale.
+        scale = b.nan_to_num().abs().amax(1, keepdim=True)
+        assert bool(((a - b).nan_to_num().abs() <= 1e-10 + 1e-13 * scale).all()), n
+    assert torch.equal(fast.train_loss.isnan(), ref.train_loss.isnan())
+    assert bool(fast.train_loss[:, 0].isfinite().all())
+    sane = torch.tensor([lr < 1 for lr, _ in ref.configs])
+    assert torch.allclose(fast.train_loss[sane], ref.train_loss[sane], atol=1e-10, rtol=0)
+
+
 def test_diverged_configurations_drop_out_and_the_rest_are_unchanged():
     """A step size that overflows in the first epochs is left out from then on (NaN
     parameters, NaN losses, infinite error); the others equal their runs alone to 1e-10."""

@@ -140,9 +140,9 @@ def test_report_uses_the_stored_theory_rows(reference, monkeypatch, tmp_path):
     calls = []
     original = ToyMean.theory
 
-    def counted(self, p):
+    def counted(self, p, prep=None):
         calls.append(1)
-        return original(self, p)
+        return original(self, p, prep=prep)
 
     monkeypatch.setattr(ToyMean, "theory", counted)
     assert cli("report", str(copy)).exit_code == 0 and calls == []

@@ -24,7 +24,6 @@ from lazylab.errors import DataNotFound, InputError
 from lazylab.experiments import all_experiments
 from lazylab.runner import ExecutionPolicy, make_backend, plan_groups, resolve_spec
 from lazylab.runner.backends import make_job
-from lazylab.runner.job import uses_prepare
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
 
@@ -68,7 +67,7 @@ def test_smallest_paper_scale_unit_runs_on_cuda_deterministically(exp):
     group = min(plan_groups(spec), key=lambda g: min(size(u.key) for u in g.units))
     unit = min(group.units, key=lambda u: size(u.key))
     try:
-        prep = exp.prepare(spec.params, dev) if uses_prepare(exp) else None
+        prep = exp.prepare(spec.params, dev)
     except FileNotFoundError as e:
         pytest.skip(f"data not on this machine: {e}")
     runs = []

@@ -227,6 +227,48 @@ def test_xor_slope_claims_hold_at_the_laws_and_fail_when_swapped():
         assert bad[cid].failed, (cid, bad[cid])
 
 
+def _xor_nstar(ds: list[int], slopes: tuple[float, float], wobble: dict[str, list[float]]):
+    """bailee-xor results with n* = 3 d^slope x wobble(d) x (1 + 0.02 (seed - 1)), three seeds;
+    ``slopes`` = (NTK, the two trained models)."""
+    from lazylab.experiments.base import Results, row
+
+    laws = {"NTK": slopes[0], "QuadNTK": slopes[1], "randomized net": slopes[1]}
+    return Results([dict(row(m, "d", d, "n_star",
+                             3.0 * d ** e * wobble.get(m, [1.0] * len(ds))[i]
+                             * (1 + 0.02 * (s - 1))), seed=s)
+                    for m, e in laws.items() for i, d in enumerate(ds) for s in range(3)])
+
+
+def test_xor_nstar_faster_inconclusive_when_tolerance_exceeds_the_gap():
+    """Four scattered d values (as with --set ds=8,12,16,20): the t-widened tolerance of the
+    slope difference (2 dof) exceeds the predicted gap 1 between n* ~ d^2 and n* ~ d, so
+    nstar-faster cannot tell the laws apart and is not applicable (inconclusive), not held."""
+    exp = REGISTRY["bailee-xor"]
+    ds = [8, 12, 16, 20]
+    p = exp.resolve("quick", {"ds": ds})
+    res = _xor_nstar(ds, (2.0, 1.0), {"NTK": [1.0, 1.3, 0.8, 1.15],
+                                      "randomized net": [1.0, 0.9, 1.1, 0.95]})
+    c = {c.id: c for c in exp.claims(p, res)}["nstar-faster"]
+    assert c.status == "not_applicable", c
+    reason = c.details["reason"]
+    assert reason.startswith("inconclusive") and "predicted gap 1" in reason, reason
+
+
+def test_xor_nstar_faster_fails_on_equal_laws_at_a_normal_tolerance():
+    """The NTK tilted onto the trained models' law (both n* ~ d) with a little scatter: the
+    tolerance stays well below the gap, so the claim is tested, and fails."""
+    exp = REGISTRY["bailee-xor"]
+    ds = [6, 8, 10, 12, 14]
+    p = exp.resolve("quick", {"ds": ds})
+    w = [1.0, 1.01, 0.99, 1.01, 1.0]
+    res = _xor_nstar(ds, (1.0, 1.0), {"NTK": w, "randomized net": w[::-1]})
+    c = {c.id: c for c in exp.claims(p, res)}["nstar-faster"]
+    assert c.failed, c
+    assert c.tolerance < 1.0 and abs(c.measured) < c.tolerance  # below the gap: tested
+    held = {c.id: c for c in exp.claims(p, _xor_nstar(ds, (2.0, 1.0), {"NTK": w}))}
+    assert held["nstar-faster"].held
+
+
 def test_higher_order_k4_claims_hold_and_fail_when_tilted():
     """k = 4 (the smoke run has k = 2, 3 only): its three claims hold on a small run, and
     each fails under one of the contract's perturbations of the results."""

@@ -9,7 +9,7 @@ ROOT = Path(lazylab.__file__).parent
 
 #: Top-level module or package of lazylab -> layer number (0 = utilities).
 LAYER = {
-    "seeding": 0, "device": 0, "gauss": 0, "errors": 0, "ids": 0, "bibtex": 0,
+    "seeding": 0, "device": 0, "machine": 0, "gauss": 0, "errors": 0, "ids": 0, "bibtex": 0,
     "data": 1,
     "duals": 2, "activations": 2, "kernels": 2, "models": 2,
     "train": 3, "solve": 3, "estimators": 3,

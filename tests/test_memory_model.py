@@ -36,7 +36,7 @@ SCRIPT = """
 import json, resource, sys, torch
 from lazylab.experiments import get_experiment
 from lazylab.runner import ExecutionPolicy, resolve_spec
-from lazylab.runner.cost import estimate
+from lazylab.experiments.cost import estimate
 from lazylab.testing import run_in_memory
 exp_id, sets = sys.argv[1], json.loads(sys.argv[2])
 torch.set_num_threads(1)  # as ExecutionPolicy(threads=1) would in a worker

@@ -270,6 +270,22 @@ def test_prepare_runs_once_and_reaches_units_and_theory(toy, reference, tmp_path
     assert (tmp_path / "toy-mean" / "results.csv").read_bytes() == reference[0]
 
 
+def test_registration_refuses_methods_without_prep():
+    """The runner always passes ``prep=``: an experiment whose ``run_unit``, ``run_group`` or
+    ``theory`` cannot take it is refused when it registers, with the fix in the message."""
+    from lazylab.experiments import REGISTRY, register
+
+    for name in ("run_unit", "run_group", "theory"):
+        def without_prep(self, p, *args):
+            return []
+
+        cls = type(f"NoPrep{name}", (ToyMean,), {"id": f"no-prep-{name}", name: without_prep})
+        with pytest.raises(TypeError, match=rf"NoPrep{name}\.{name} must accept the keyword "
+                                            r"argument prep"):
+            register(cls)
+        assert f"no-prep-{name}" not in REGISTRY
+
+
 def test_validate_refuses_before_the_store_is_touched(toy, tmp_path, monkeypatch):
     def validate(self, p):
         if p.d > 10:

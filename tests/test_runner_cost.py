@@ -8,8 +8,8 @@ import torch
 
 from lazylab.errors import InputError
 from lazylab.experiments import all_experiments
-from lazylab.experiments.sizing import scaled_cost
-from lazylab.runner import check_cost, estimate, resolve_spec
+from lazylab.experiments.cost import check_cost, estimate, scaled_cost
+from lazylab.runner import resolve_spec
 
 CPU = torch.device("cpu")
 EXPS = {e.id: e for e in all_experiments()}

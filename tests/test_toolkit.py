@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from lazylab.experiments.base import Results, row
 from lazylab.experiments.toolkit import (
     K_SE,
     GridSearchResult,
@@ -15,6 +16,8 @@ from lazylab.experiments.toolkit import (
     k_eff,
     loglog_fit,
     match_claim,
+    series_match_claim,
+    series_slope_claim,
     slope_claim,
     smallest_n,
     sub_generator,
@@ -139,3 +142,75 @@ def test_slope_claim_inconclusive_when_tolerance_exceeds_resolution() -> None:
     wrong = slope_claim("s", "n* ~ d", x, [10.0, 40.0, 160.0], 1.0, bias=0.1,
                         error_model="seeds", resolution=1.0)
     assert wrong.status == "failed"
+
+
+def _table(values: dict[float, list[float]], method: str = "net", metric: str = "y",
+           **facets) -> list[dict]:
+    """Simulation rows: one per (x, seed) with the given values (seeds 0, 1, ...)."""
+    return [dict(row(method, "x", x, metric, v, **facets), seed=s)
+            for x, vs in values.items() for s, v in enumerate(vs)]
+
+
+def test_series_slope_claim_is_slope_claim_on_the_series() -> None:
+    """Reading Results gives exactly toolkit.slope_claim on the means over seeds, with the SEM
+    propagated only when some x has several seeds; facets select the curve."""
+    xs = [100.0, 1000.0, 10000.0, 100000.0]
+    one = _table({x: [x ** -0.5 * (1 + 0.03 * (-1) ** i)] for i, x in enumerate(xs)}, p=2)
+    one += _table({x: [1.0] for x in xs}, p=3)  # another facet value: ignored
+    c = series_slope_claim("s", "st", Results(one), "net", "y", -0.5, bias=0.01,
+                           error_model="em", p=2)
+    ref = slope_claim("s", "st", xs, [r["value"] for r in one[:4]], -0.5, bias=0.01,
+                      error_model="em")
+    assert c == ref and c.details["se_from_residuals"]
+    many = _table({x: [x ** -0.5 * (1 + 0.05 * s) for s in range(3)] for x in xs})
+    s = Results(many).series("net", "y")
+    c = series_slope_claim("s", "st", Results(many), "net", "y", -0.5, bias=0.01,
+                           error_model="em", resolution=1.0, details={"note": 1})
+    assert c == slope_claim("s", "st", s.x, s.mean, -0.5, bias=0.01, error_model="em",
+                            sem=s.sem, resolution=1.0, details={"note": 1})
+    assert c.held and c.details["note"] == 1
+    tilted = _table({x: [x ** -0.3] for x in xs})
+    assert series_slope_claim("s", "", Results(tilted), "net", "y", -0.5, bias=0.01,
+                              error_model="").failed
+    assert series_slope_claim("s", "", Results([]), "net", "y", -0.5, bias=0.01,
+                              error_model="").failed
+
+
+def test_series_match_claim_against_theory_and_simulated_references() -> None:
+    """Pointwise |mean - ref| <= k sqrt(se^2 + se_ref^2) + allowance, with the SE floor, the
+    reference SE and both kinds of reference; fails without rows or a reference."""
+    sim = _table({10: [0.52, 0.50], 20: [0.30, 0.30]}, metric="risk")
+    theory = [row("net", "x", 10, "ref", 0.5, kind="theory"),
+              row("net", "x", 20, "ref", 0.3, kind="theory")]
+    res = Results(sim + theory)
+    c = series_match_claim("m", "", res, "net", "risk", "ref", error_model="em")
+    assert c.held  # x = 10: |0.51 - 0.5| <= 3 x SEM 0.01; x = 20: exact, SE 0
+    pts = {q["x"]: q for q in c.details["points"]}
+    assert pts[10.0]["se"] == pytest.approx(0.01) and pts[20.0]["se"] == 0.0
+    assert pts[20.0]["tolerance"] == 0.0 and c.measured == pytest.approx(0.51)
+    # the floor lifts the zero SEM at x = 20; the reference SE adds in quadrature
+    c = series_match_claim("m", "", res, "net", "risk", "ref", error_model="em",
+                           se_floor=lambda x, n: 0.02 / math.sqrt(n),
+                           ref_se=lambda x: 0.01, allowance=lambda x, ref: 0.1 * ref)
+    pts = {q["x"]: q for q in c.details["points"]}
+    assert c.held
+    assert pts[20.0]["se"] == pytest.approx(math.hypot(0.02 / math.sqrt(2), 0.01))
+    assert pts[10.0]["bias"] == pytest.approx(0.05)
+    # a shifted simulation fails at the same allowance
+    shifted = Results(_table({10: [0.62, 0.60], 20: [0.30, 0.30]}, metric="risk") + theory)
+    assert series_match_claim("m", "", shifted, "net", "risk", "ref", error_model="em",
+                              allowance=lambda x, ref: 0.1 * ref).failed
+    # a simulated reference: its mean and SEM over seeds
+    sref = _table({10: [0.50, 0.50], 20: [0.29, 0.31]}, metric="limit")
+    c = series_match_claim("m", "", Results(sim + sref), "net", "risk", "limit",
+                           ref_kind="simulation", error_model="em")
+    pts = {q["x"]: q for q in c.details["points"]}
+    assert pts[20.0]["expected"] == pytest.approx(0.3)
+    assert pts[20.0]["se"] == pytest.approx(0.01)
+    missing = series_match_claim("m", "", Results(sim + theory[:1]), "net", "risk", "ref",
+                                 error_model="em", ref_label="asymptotic value")
+    assert missing.failed and missing.details["reason"] == "no asymptotic value at x=20"
+    empty = series_match_claim("m", "", Results(theory), "net", "risk", "ref", error_model="")
+    assert empty.failed and empty.details["reason"] == "no simulation rows"
+    with pytest.raises(ValueError, match="ref_kind"):
+        series_match_claim("m", "", res, "net", "risk", "ref", error_model="", ref_kind="x")

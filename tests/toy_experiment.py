@@ -71,7 +71,7 @@ class ToyMean(Experiment):
         return f"g{p.ns.index(int(key['n'])) // p.groups}"
 
     def run_group(self, p: ToyParams, members, group_seed: int, device: torch.device,
-                  **kw: Any) -> list[list[dict[str, Any]]]:
+                  prep: Any = None) -> list[list[dict[str, Any]]]:
         """Each member's own rows plus one draw of the group's shared stream."""
         type(self).group_calls += 1
         shared = float(torch.randn(1, generator=torch_generator(group_seed),
@@ -80,7 +80,7 @@ class ToyMean(Experiment):
                 + [row("mc", "n", int(key["n"]), "shared", shared)] for key, seed in members]
 
     def run_unit(self, p: ToyParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
         type(self).calls += 1
         if self.fail_on_call is not None and type(self).calls == self.fail_on_call:
             raise RuntimeError("training diverged (test hook)")
@@ -105,7 +105,7 @@ class ToyMean(Experiment):
         return [row("mc", "n", n, "second_moment", est),
                 row("mc", "n", n, "abs_error", abs(est - p.sigma**2))]
 
-    def theory(self, p: ToyParams) -> list[dict[str, Any]]:
+    def theory(self, p: ToyParams, prep: Any = None) -> list[dict[str, Any]]:
         s2 = p.sigma**2
         return [r for n in p.ns for r in (
             row("theory", "n", n, "second_moment", s2, kind="theory"),

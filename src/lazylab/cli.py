@@ -17,7 +17,6 @@ import difflib
 import errno
 import os
 import re
-import shlex
 import signal
 import time
 import traceback
@@ -591,22 +590,17 @@ def reproduce(
         specs = [resolve_spec(e, scale, assignments, seeds, dev, policy, precision)
                  for e in exps]
         _cost_guard(specs, yes=yes, workers=workers)
-        command = _command(targets, scale, sets, seeds, device, out, resume, fresh, strict,
-                           workers, backend)
-        from lazylab.report import policy_flags
-
-        command += " " + shlex.join(policy_flags(policy.identity()))
-        if precision != "auto":
-            command += f" --precision {precision}"
-        if max_time is not None:
-            command += " --max-time " + shlex.quote(max_time)
+        command = _command(targets, scale, sets, seeds, device, out, policy.identity(),
+                           _run_options(resume=resume, fresh=fresh, strict=strict,
+                                        workers=workers, backend=backend, precision=precision,
+                                        max_time=max_time))
         _run_all(specs, out_dir, resume=resume, fresh=fresh, strict=strict, workers=workers,
                  backend=backend, address=address, command=command, deadline=deadline)
 
 
 def _cost_guard(specs: Sequence[RunSpec], *, yes: bool, workers: int) -> None:
     """Print each experiment's estimated time and peak memory; refuse what cannot fit."""
-    from lazylab.runner import check_cost, estimate
+    from lazylab.experiments.cost import check_cost, estimate
 
     ests = [estimate(s) for s in specs]
     err = _out()
@@ -618,20 +612,27 @@ def _cost_guard(specs: Sequence[RunSpec], *, yes: bool, workers: int) -> None:
 
 
 def _command(targets: Sequence[str], scale: str, sets: Sequence[str], seeds: int | None,
-             device: str, out: str, resume: bool, fresh: bool, strict: bool, workers: int,
-             backend: str) -> str:
-    parts = ["lazylab", "reproduce", *targets, "--scale", scale]
-    for s in sets:
-        parts += ["--set", s]
-    if seeds is not None:
-        parts += ["--seeds", str(seeds)]
-    parts += ["--device", device, "--out", str(out)]
-    parts += ["--resume"] * resume + ["--fresh"] * fresh + ["--strict"] * strict
+             device: str, out: str, policy: dict[str, Any], options: Sequence[str]) -> str:
+    """The command line recorded in config.json (:func:`lazylab.runner.provenance.command_line`)."""
+    from lazylab.runner.provenance import command_line
+
+    return command_line(targets, scale=scale, seeds=seeds, device=device, sets=sets,
+                        policy=policy, options=["--out", str(out), *options])
+
+
+def _run_options(*, resume: bool, fresh: bool, strict: bool, workers: int, backend: str,
+                 precision: str, max_time: str | None) -> list[str]:
+    """The options of a reproduce call that are not part of the run's identity."""
+    parts = ["--resume"] * resume + ["--fresh"] * fresh + ["--strict"] * strict
     if workers != 1:
         parts += ["--workers", str(workers)]
     if backend != "local":
         parts += ["--backend", backend]
-    return shlex.join(parts)
+    if precision != "auto":  # the run's policy decides TF32 per experiment, after this
+        parts += ["--precision", precision]
+    if max_time is not None:
+        parts += ["--max-time", max_time]
+    return parts
 
 
 def _open_store(out: Path) -> Store:

@@ -251,7 +251,7 @@ def run_robustness(exp: Experiment, scale: str, out_dir: Path, *, device: Any,
     specs = [resolve_spec(exp, scale, s.changes, k, device, policy, precision)
              for s in settings]
     if seeds is None:
-        from lazylab.runner import estimate
+        from lazylab.experiments.cost import estimate
 
         seeds = default_replicates(max(estimate(sp).seconds for sp in specs), len(settings))
     table: dict[int, list[list[Claim]]] = {}
@@ -274,7 +274,8 @@ def estimate_seconds(exp: Experiment, scale: str, device: Any,
                      vary: dict[str, list[str]] | None, seeds: int | None,
                      policy: Any = None, precision: str = "auto") -> tuple[int, int, float]:
     """``(settings, seeds per setting, estimated seconds)`` of a robustness run."""
-    from lazylab.runner import estimate, resolve_spec
+    from lazylab.experiments.cost import estimate
+    from lazylab.runner import resolve_spec
 
     settings = plan_settings(exp, scale, vary)
     k = exp.default_seeds.get(scale, 1)

@@ -78,27 +78,23 @@ def run_in_memory(exp: Experiment | str, overrides: dict[str, Any] | None = None
     ``overrides`` are typed values (``{"d": 12}``), not ``--set`` strings.
     """
     from lazylab.experiments import get_experiment
-    from lazylab.runner.job import uses_prepare
     from lazylab.runner.spec import RunSpec, plan_groups
 
     if isinstance(exp, str):
         exp = get_experiment(exp)
     p = exp.resolve(scale, overrides or {})
     exp.validate(p)
-    prep, kw = None, {}
-    if uses_prepare(exp):
-        prep = exp.prepare(p, device)
-        kw = {"prep": prep}
+    prep = exp.prepare(p, device)
     rows: list[dict[str, Any]] = []
     for g in plan_groups(RunSpec(exp, p, scale, seeds, device)):
         if g.label is None:
             (key, seed), = g.members
-            out = [exp.run_unit(p, key, seed, device, **kw)]
+            out = [exp.run_unit(p, key, seed, device, prep=prep)]
         else:
-            out = exp.run_group(p, g.members, g.seed, device, **kw)
+            out = exp.run_group(p, g.members, g.seed, device, prep=prep)
         for u, unit_rows in zip(g.units, out, strict=True):
             rows += [{**r, "seed": u.seed_index} for r in unit_rows]
-    rows += [{**r, "seed": None} for r in exp.theory(p, **kw)]
+    rows += [{**r, "seed": None} for r in exp.theory(p, prep=prep)]
     results = Results(rows)
     return Run(exp, p, results, {c.id: c for c in exp.claims(p, results)}, prep)
 

@@ -54,7 +54,7 @@ class NTKConvergence(Experiment):
         return [{"m": m} for m in p.widths]
 
     def run_unit(self, p: NTKParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
         X = _points(p).to(device)
         net = TwoLayerNet(p.d, int(key["m"]), generator=torch_generator(seed, device),
                           device=device, dtype=torch.float64)
@@ -62,7 +62,7 @@ class NTKConvergence(Experiment):
         err = float(torch.linalg.matrix_norm(K - H) / torch.linalg.matrix_norm(H))
         return [row("empirical NTK", "m", key["m"], "relative_error", err)]
 
-    def theory(self, p: NTKParams) -> list[dict[str, Any]]:
+    def theory(self, p: NTKParams, prep: Any = None) -> list[dict[str, Any]]:
         X = _points(p)
         G = (X @ X.T).clamp(-1.0, 1.0)
         prob = (math.pi - torch.arccos(G)) / (2 * math.pi)

@@ -44,11 +44,24 @@ def register(cls: type[Experiment]) -> type[Experiment]:
     benchmark's projection where one was made (:data:`PAPER_ESTIMATES`)."""
     if cls.id in REGISTRY:
         raise ValueError(f"duplicate experiment id {cls.id!r}")
+    _check_prep(cls)
     projected = _paper_estimates().get(cls.id, {}).get("paper_h100_seconds")
     if projected is not None:
         cls.est_seconds = {**cls.est_seconds, "paper": max(1.0, float(projected))}
     REGISTRY[cls.id] = cls()
     return cls
+
+
+def _check_prep(cls: type[Experiment]) -> None:
+    """TypeError unless ``run_unit``, ``run_group`` and ``theory`` accept the keyword ``prep``
+    (the runner always passes the run's :meth:`Experiment.prepare` output)."""
+    import inspect
+
+    for name in ("run_unit", "run_group", "theory"):
+        params = inspect.signature(getattr(cls, name)).parameters
+        if "prep" not in params and not any(v.kind is v.VAR_KEYWORD for v in params.values()):
+            raise TypeError(f"{cls.__name__}.{name} must accept the keyword argument prep "
+                            f"(the run's prepare() output; add `prep=None`)")
 
 
 #: The entry-point group through which packages add experiments: each entry names a module

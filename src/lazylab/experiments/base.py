@@ -484,11 +484,12 @@ class Experiment(ABC):
 
     @abstractmethod
     def run_unit(self, p: ExperimentParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
-        """Compute one unit with all randomness drawn from ``seed``."""
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
+        """Compute one unit with all randomness drawn from ``seed``; ``prep`` is the run's
+        :meth:`prepare` output (None unless the experiment overrides it)."""
 
-    def theory(self, p: ExperimentParams) -> list[dict[str, Any]]:
-        """Theory rows (kind="theory"); default none."""
+    def theory(self, p: ExperimentParams, prep: Any = None) -> list[dict[str, Any]]:
+        """Theory rows (kind="theory"), given the run's :meth:`prepare` output; default none."""
         return []
 
     # ---- batched groups -----------------------------------------------------------------
@@ -507,7 +508,7 @@ class Experiment(ABC):
 
     def run_group(self, p: ExperimentParams, members: Sequence[tuple[dict[str, Any], int]],
                   group_seed: int, device: torch.device,
-                  **kw: Any) -> list[list[dict[str, Any]]]:
+                  prep: Any = None) -> list[list[dict[str, Any]]]:
         """Compute a group's members together; one list of rows per member, in order.
 
         ``members`` are ``(key, seed)`` pairs (each unit's own seed, as :meth:`run_unit`
@@ -516,7 +517,7 @@ class Experiment(ABC):
         the float tolerance the experiment states (tests check it for each batched path).
         Default: :meth:`run_unit` for each member.
         """
-        return [self.run_unit(p, key, seed, device, **kw) for key, seed in members]
+        return [self.run_unit(p, key, seed, device, prep=prep) for key, seed in members]
 
     # ---- runner hooks (validation, preparation, cost, code identity) ---------------------
     def validate(self, p: ExperimentParams) -> None:
@@ -531,9 +532,9 @@ class Experiment(ABC):
         """Work shared by every unit of a run (e.g. H-infinity and its eigendecomposition).
 
         Computed once per run by the runner and shipped once to each worker (pool initializer,
-        one ``ray.put``); an experiment that overrides this receives the result as keyword
-        ``prep`` in ``run_unit(p, key, seed, device, prep=...)`` and ``theory(p, prep=...)``.
-        Default: None (not overridden, so ``prep`` is not passed).
+        one ``ray.put``); every unit receives it as ``prep`` in
+        ``run_unit(p, key, seed, device, prep)`` (and ``run_group``), and the theory as
+        ``theory(p, prep)``. Default: None.
         """
         return None
 
@@ -558,39 +559,20 @@ class Experiment(ABC):
     min_distinct: ClassVar[dict[str, int]] = {}
 
     #: Parameter name -> exponent of the work in that size, for the default cost guard
-    #: (empty: the unit count alone); see :func:`lazylab.experiments.sizing.scaled_cost`.
+    #: (empty: the unit count alone); see :func:`lazylab.experiments.cost.scaled_cost`.
     cost_sizes: ClassVar[dict[str, float]] = {}
 
     def cost(self, p: ExperimentParams, scale: str = "quick") -> tuple[float, float | None]:
         """Estimated ``(seconds, peak bytes or None)`` of one seed of the grid at ``p``.
 
-        Default rule: :meth:`unit_count_seconds` times the growth of each size named in
-        :attr:`cost_sizes` (``seconds x prod_k (size_k(p) / size_k(scale))^e_k``, a lower bound
-        where the work grows faster), and the peak from :meth:`peak_bytes`. Experiments with a
-        measured per-unit model override this.
+        Default rule (:func:`lazylab.experiments.cost.scaled_cost`): the unit-count estimate
+        times the growth of each size named in :attr:`cost_sizes` (``seconds x prod_k
+        (size_k(p) / size_k(scale))^e_k``, a lower bound where the work grows faster), and the
+        peak from :meth:`peak_bytes`. Experiments with a measured per-unit model override this.
         """
-        from lazylab.experiments.sizing import scaled_cost
+        from lazylab.experiments.cost import scaled_cost
 
         return scaled_cost(self, p, scale, self.cost_sizes, peak=self.peak_bytes)
-
-    def unit_count_seconds(self, p: ExperimentParams, scale: str = "quick") -> float:
-        """``est_seconds[scale]`` (which covers ``default_seeds[scale]`` seeds) divided by those
-        seeds and scaled by the ratio of the number of work units at ``p`` to the number at the
-        scale's own parameters."""
-        try:
-            ref, per_seed = self.anchor(scale)
-            base = len(self.units(ref))
-        except (ValueError, KeyError):
-            per_seed, base = float(self.est_seconds.get(scale, 60.0)), 0
-        n = len(self.units(p))
-        return per_seed * (n / base if base else 1.0)
-
-    def anchor(self, scale: str) -> tuple[ExperimentParams, float]:
-        """``(parameters, seconds per seed)`` a size-based cost model scales from: the scale's
-        own defaults and ``est_seconds[scale] / default_seeds[scale]`` (quick's for a scale
-        without an estimate), so the estimate at a scale's defaults is its ``est_seconds``."""
-        ref = scale if scale in self.est_seconds else "quick"
-        return self.resolve(ref), self.est_seconds[ref] / max(1, self.default_seeds.get(ref, 1))
 
     def peak_bytes(self, p: ExperimentParams) -> float | None:
         """Peak memory of one unit at ``p`` in bytes, where a model is known (default: None)."""

@@ -11,6 +11,8 @@ What lives here (import from ``lazylab.experiments.toolkit``):
 * :func:`loglog_fit` and :func:`slope_claim`: a two-sided claim on a log-log slope.
 * :func:`match_claim`: a two-sided Monte Carlo match, pointwise within
   ``K_SE * SE + bias``.
+* :func:`series_slope_claim` and :func:`series_match_claim`: the same two claims read from a
+  :class:`~lazylab.experiments.base.Results` table (means and SEMs over seeds per x).
 
 The claim helpers follow the principles of :mod:`lazylab.experiments.base`: the tolerance is
 computed from the stated bias and the standard errors only (never from the deviation itself).
@@ -26,7 +28,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 import numpy as np
 import torch
 
-from lazylab.experiments.base import Claim
+from lazylab.experiments.base import Claim, Results
 from lazylab.seeding import derive_seed, torch_generator
 from lazylab.train import TrainingDiverged
 
@@ -42,6 +44,8 @@ __all__ = [
     "level_claim",
     "loglog_fit",
     "match_claim",
+    "series_match_claim",
+    "series_slope_claim",
     "slope_claim",
     "smallest_n",
     "sub_generator",
@@ -425,6 +429,125 @@ def match_claim(cid: str, statement: str, measured: float | Sequence[float],
     info.update(details or {})
     return Claim.verdict(cid, statement, held, float(m[i]), float(e[i]), float(tol[i]),
                          error_model=error_model, details=info)
+
+
+# ------------------------------------------------------------------------------ from Results
+def series_slope_claim(cid: str, statement: str, results: Results, method: str, metric: str,
+                       expected: float, *, bias: float, error_model: str,
+                       resolution: float | None = None, k_se: float = K_SE,
+                       details: dict[str, Any] | None = None, **filters: Any) -> Claim:
+    """:func:`slope_claim` on the curve ``results.series(method, metric, **filters)``.
+
+    The fitted points are the means over seeds ``y_x`` at each x. When some x has more than one
+    seed, their standard errors ``sem_x`` are propagated to the slope (:func:`loglog_fit`:
+    ``se = max(se_res, sqrt(sum_x c_x^2 (sem_x / y_x)^2))``, ``c_x = (log x - mean log x) /
+    sum (log x - mean log x)^2``); with one seed everywhere only the residual SE is used. Held
+    iff ``|slope - expected| <= bias + k se``, as in :func:`slope_claim` (``resolution`` too).
+
+    Parameters
+    ----------
+    results, method, metric
+        The table and the curve (simulation rows unless ``kind="theory"`` is among ``filters``).
+    expected, bias, error_model, resolution, k_se, details
+        As in :func:`slope_claim`.
+    **filters
+        Facets selecting the curve (``d=40``, ``k=2``).
+
+    Examples
+    --------
+    >>> from lazylab.experiments.base import row
+    >>> res = Results([dict(row("net", "m", m, "gap", m ** -0.5 * (1 + 0.01 * s), p=2), seed=s)
+    ...                for m in (100, 1000, 10000) for s in range(3)])
+    >>> c = series_slope_claim("s", "gap ~ m^-1/2", res, "net", "gap", -0.5, bias=0.02,
+    ...                        error_model="finite width", p=2)
+    >>> c.status, round(c.measured, 3), c.details["points"]
+    ('held', -0.5, 3)
+    """
+    s = results.series(method, metric, **filters)
+    return slope_claim(cid, statement, s.x, s.mean, expected, bias=bias,
+                       error_model=error_model, sem=s.sem if np.any(s.n > 1) else None,
+                       k_se=k_se, details=details, resolution=resolution)
+
+
+def series_match_claim(cid: str, statement: str, results: Results, method: str, metric: str,
+                       ref_metric: str, *, error_model: str,
+                       allowance: Callable[[float, float], float] | None = None,
+                       se_floor: Callable[[float, int], float] | None = None,
+                       ref_se: Callable[[float], float] | None = None,
+                       ref_kind: str = "theory", ref_label: str = "reference value",
+                       k_se: float = K_SE, details: dict[str, Any] | None = None,
+                       **filters: Any) -> Claim:
+    """:func:`match_claim` of a simulated curve against reference rows at the same x.
+
+    For every x of ``results.series(method, metric, **filters)`` (mean ``m_x`` over seeds, its
+    SEM ``s_x``, ``n_x`` seeds) the reference ``r_x`` is the ``ref_metric`` row of ``method``
+    at x: the theory row (``ref_kind="theory"``), or the mean over seeds of a simulated
+    per-run value (``ref_kind="simulation"``, e.g. an exact limit evaluated on each run's own
+    weights; its SEM ``s'_x`` then enters the reference's SE). Held iff for every x
+
+    ``|m_x - r_x| <= k_se * sqrt(se_x^2 + se'_x^2) + allowance(x, r_x)``
+
+    with ``se_x = max(s_x, se_floor(x, n_x))`` (a floor keeps a single seed, whose SEM is 0,
+    from claiming no noise) and ``se'_x = sqrt(s'_x^2 + ref_se(x)^2)`` (``ref_se``: the SE
+    of a Monte Carlo reference; ``s'_x = 0`` for theory rows). Missing callables count as 0.
+
+    Returns
+    -------
+    Claim
+        As :func:`match_claim` (the tightest point reported, every point in
+        ``details["points"]``); failed with ``details["reason"]`` when there is no simulated
+        row, or no reference at some simulated x (``ref_label`` names it).
+
+    Examples
+    --------
+    >>> from lazylab.experiments.base import row
+    >>> rows = [dict(row("NN", "N", N, "risk", v), seed=s)
+    ...         for N, vs in ((10, (0.52, 0.50)), (20, (0.31, 0.29))) for s, v in enumerate(vs)]
+    >>> rows += [row("NN", "N", N, "risk_limit", r, kind="theory") for N, r in ((10, 0.5),
+    ...                                                                      (20, 0.3))]
+    >>> c = series_match_claim("m", "NN = limit", Results(rows), "NN", "risk", "risk_limit",
+    ...                        error_model="seeds", allowance=lambda N, ref: 0.01)
+    >>> q = c.details["points"][0]
+    >>> c.status, round(q["se"], 6), q["bias"], round(q["tolerance"], 6)
+    ('held', 0.01, 0.01, 0.04)
+    """
+    s = results.series(method, metric, **filters)
+    if len(s.x) == 0:
+        return Claim.verdict(cid, statement, False, math.nan, math.nan, math.nan,
+                             error_model=error_model, details={"reason": "no simulation rows"})
+    sim_ref: dict[float, tuple[float, float]] = {}
+    if ref_kind == "simulation":
+        r = results.series(method, ref_metric, **filters)
+        sim_ref = {float(x): (float(m), float(e)) for x, m, e in zip(r.x, r.mean, r.sem,
+                                                                    strict=True)}
+    elif ref_kind != "theory":
+        raise ValueError(f"ref_kind must be 'theory' or 'simulation'; got {ref_kind!r}")
+    xs, ms, exps, ses, biases = [], [], [], [], []
+    for x_, m, sem, n in zip(s.x, s.mean, s.sem, s.n, strict=True):
+        x = float(x_)
+        se = float(sem) if se_floor is None else max(float(sem), se_floor(x, int(n)))
+        ref: float | None
+        if ref_kind == "simulation":
+            ref, se_ref = sim_ref.get(x, (None, 0.0))
+            if ref_se is not None:
+                se_ref = math.hypot(se_ref, ref_se(x))
+        else:
+            try:
+                ref = results.value(method, ref_metric, x, kind="theory", **filters)
+            except KeyError:
+                ref = None
+            se_ref = ref_se(x) if ref_se is not None else 0.0
+        if ref is None:
+            return Claim.verdict(cid, statement, False, math.nan, math.nan, math.nan,
+                                 error_model=error_model,
+                                 details={"reason": f"no {ref_label} at x={x:g}"})
+        xs.append(x)
+        ms.append(float(m))
+        exps.append(ref)
+        ses.append(math.hypot(se, se_ref))
+        biases.append(allowance(x, ref) if allowance is not None else 0.0)
+    return match_claim(cid, statement, ms, exps, ses, bias=biases, x=xs,
+                       error_model=error_model, k_se=k_se, details=details)
 
 
 # ------------------------------------------------------------------------------ combining

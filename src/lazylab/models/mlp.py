@@ -15,12 +15,14 @@ std 1/(sqrt(fan_in) + sqrt(fan_out)). ``param_groups()``: "first" = (W, b1), "hi
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from functools import partial
 
 import torch
 from torch import nn
 
 from lazylab.models.resnet import _param, init_std
+from lazylab.models.stacked import mlp2_grads, mlp3_grads
 
 __all__ = ["MLP2", "MLP3", "SignOutputNet"]
 
@@ -56,6 +58,12 @@ class MLP2(nn.Module):
         """"first" = (W, b1), "last" = (A,), "all"."""
         return {"first": [self.W, self.b1], "last": [self.A], "all": list(self.parameters())}
 
+    def stacked_grads(self, params: Mapping[str, torch.Tensor], X: torch.Tensor,
+                      Y: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """Gradients and losses of G stacked copies on one batch
+        (:func:`lazylab.models.stacked.mlp2_grads`)."""
+        return mlp2_grads(params, X, Y)
+
 
 class MLP3(nn.Module):
     """out(x) = A sigma(U sigma(W x + b1) + b2); U in R^{m x m}."""
@@ -84,6 +92,12 @@ class MLP3(nn.Module):
         """"first" = (W, b1), "hidden" = (U, b2), "last" = (A,), "all"."""
         return {"first": [self.W, self.b1], "hidden": [self.U, self.b2], "last": [self.A],
                 "all": list(self.parameters())}
+
+    def stacked_grads(self, params: Mapping[str, torch.Tensor], X: torch.Tensor,
+                      Y: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """Gradients and losses of G stacked copies on one batch
+        (:func:`lazylab.models.stacked.mlp3_grads`)."""
+        return mlp3_grads(params, X, Y)
 
 
 class SignOutputNet(nn.Module):

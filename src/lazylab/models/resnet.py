@@ -24,10 +24,13 @@ sigma = ReLU with derivative 1[z >= 0] in :meth:`ResNet3.manual_grads`.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from functools import partial
 
 import torch
 from torch import nn
+
+from lazylab.models.stacked import resnet3_grads
 
 __all__ = ["ResNet3", "init_std"]
 
@@ -142,6 +145,12 @@ class ResNet3(nn.Module):
         if self.tied:
             grads["A"] = grads["A"] + g_inner.T @ h1
         return grads
+
+    def stacked_grads(self, params: Mapping[str, torch.Tensor], X: torch.Tensor,
+                      Y: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """Gradients and losses of G stacked copies on one batch
+        (:func:`lazylab.models.stacked.resnet3_grads`)."""
+        return resnet3_grads(params, X, Y)
 
     def extra_repr(self) -> str:
         return f"d={self.d}, k={self.k}, m={self.m}, form={self.form}, tied={self.tied}"

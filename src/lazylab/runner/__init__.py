@@ -10,8 +10,8 @@ The package splits the runner by concept:
 * :mod:`~lazylab.runner.job`, :mod:`~lazylab.runner.serial`, :mod:`~lazylab.runner.pool`,
   :mod:`~lazylab.runner.ray_backend`, :mod:`~lazylab.runner.backends`: the backends behind one
   protocol;
-* :mod:`~lazylab.runner.lock`, :mod:`~lazylab.runner.cost`: the output-folder lock and the cost
-  guard;
+* :mod:`~lazylab.runner.lock`: the output-folder lock (the cost guard, ``estimate`` and
+  ``check_cost``, is :mod:`lazylab.experiments.cost`);
 * :mod:`~lazylab.runner.orchestrate`: :func:`run_experiment`, one experiment end to end;
 * :mod:`~lazylab.runner.assemble`: a run's stored units into results, claims and figure
   (shared by a run's end and ``lazylab report``'s rebuild);
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from lazylab.errors import DataNotFound, InputError, LazylabError, StoreFault, UnitFailed
 from lazylab.runner.backends import BACKENDS, check_backend, execute, make_backend
-from lazylab.runner.cost import Estimate, check_cost, estimate
 from lazylab.runner.lock import RunLock
 from lazylab.runner.orchestrate import (
     ProgressSink,
@@ -41,10 +40,10 @@ from lazylab.runner.policy import ExecutionPolicy, default_threads
 from lazylab.runner.spec import RunSpec, WorkGroup, WorkUnit, plan_groups, plan_units
 
 __all__ = [
-    "BACKENDS", "SEEDS_MAX", "DataNotFound", "Estimate", "ExecutionPolicy", "InputError",
+    "BACKENDS", "SEEDS_MAX", "DataNotFound", "ExecutionPolicy", "InputError",
     "LazylabError", "ProgressSink", "RunLock", "RunOutcome", "RunSpec", "StoreFault",
-    "UnitFailed", "WorkGroup", "WorkUnit", "check_backend", "check_cost", "check_resume",
+    "UnitFailed", "WorkGroup", "WorkUnit", "check_backend", "check_resume",
     "check_start",
-    "coerce", "default_threads", "describe_changes", "describe_validation_error", "estimate",
+    "coerce", "default_threads", "describe_changes", "describe_validation_error",
     "execute", "make_backend", "plan_groups", "plan_units", "resolve_spec", "run_experiment",
 ]

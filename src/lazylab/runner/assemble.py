@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lazylab.errors import StoreFault
-from lazylab.runner.job import uses_prepare
 from lazylab.runner.outputs import experiment_dirs, save_figure, write_json, write_results_csv
 from lazylab.runner.params import SEEDS_MAX
 from lazylab.runner.rows import Rows, tidy_rows
@@ -33,12 +32,10 @@ __all__ = ["Assembly", "assemble", "collect_rows", "draw_figure", "finish_experi
 
 
 
-def theory_rows(exp: Experiment, p: ExperimentParams, prep: Any = None,
-                with_prep: bool = False) -> Rows:
-    """The experiment's checked theory rows (``theory(p, prep=prep)`` when ``with_prep``: the
-    experiment overrides ``prepare``)."""
-    kw = {"prep": prep} if with_prep else {}
-    return tidy_rows(exp.theory(p, **kw), kind="theory", where=f"{exp.id}.theory")
+def theory_rows(exp: Experiment, p: ExperimentParams, prep: Any = None) -> Rows:
+    """The experiment's checked theory rows, ``theory(p, prep=prep)`` (``prep``: the run's
+    ``prepare`` output)."""
+    return tidy_rows(exp.theory(p, prep=prep), kind="theory", where=f"{exp.id}.theory")
 
 
 def collect_rows(exp: Experiment, p: ExperimentParams, seeds: int,
@@ -196,12 +193,9 @@ def _stored_theory(store: Store, exp: Experiment, exp_id: str, p: ExperimentPara
     theory = None if recompute else store.theory(exp_id, config_hash)
     if theory is not None:
         return theory
-    prep = None
-    if uses_prepare(exp):
-        import torch
+    import torch
 
-        prep = exp.prepare(p, torch.device("cpu"))
-    theory = theory_rows(exp, p, prep, uses_prepare(exp))
+    theory = theory_rows(exp, p, exp.prepare(p, torch.device("cpu")))
     try:
         store.put_theory(exp_id, config_hash, theory)
     except StoreFault as e:  # a read-only copy: the rebuild itself still stands

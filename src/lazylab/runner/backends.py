@@ -11,7 +11,7 @@ import importlib.util
 from collections.abc import Callable, Iterator, Sequence
 
 from lazylab.errors import InputError
-from lazylab.runner.job import Backend, Clock, Done, Job, uses_prepare
+from lazylab.runner.job import Backend, Clock, Done, Job
 from lazylab.runner.spec import RunSpec, WorkGroup
 
 __all__ = ["BACKENDS", "check_backend", "execute", "make_backend", "make_job",
@@ -76,9 +76,8 @@ def make_backend(backend: str, workers: int = 1, address: str | None = None,
 
 
 def make_job(spec: RunSpec, prep: object = None) -> Job:
-    """The picklable job of a run (``prep``: the output of ``prepare``, if overridden)."""
-    return Job(spec.exp.id, type(spec.exp), spec.params, spec.device.type, spec.policy, prep,
-               uses_prepare(spec.exp))
+    """The picklable job of a run (``prep``: the output of ``prepare``)."""
+    return Job(spec.exp.id, type(spec.exp), spec.params, spec.device.type, spec.policy, prep)
 
 
 def execute(spec: RunSpec, pending: Sequence[WorkGroup], *, workers: int = 1,

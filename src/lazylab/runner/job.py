@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from lazylab.experiments.base import Experiment, ExperimentParams
 
 __all__ = ["Backend", "Clock", "Done", "Job", "Result", "call_group", "failure",
-           "group_done", "uses_prepare"]
+           "group_done"]
 
 #: (status, payload, seconds, detail): status "ok" with rows, "missing" (a data file was not
 #: found) or "error" with a message; detail is the traceback text.
@@ -32,13 +32,6 @@ Result = tuple[str, Any, float, str | None]
 
 #: A finished unit as a backend yields it: (unit, rows, compute seconds).
 Done = tuple[WorkUnit, list[dict[str, Any]], float]
-
-
-def uses_prepare(exp: Experiment) -> bool:
-    """True when the experiment overrides ``prepare`` (then ``prep=`` is passed)."""
-    from lazylab.experiments.base import Experiment
-
-    return type(exp).prepare is not Experiment.prepare
 
 
 @dataclass(frozen=True)
@@ -51,7 +44,6 @@ class Job:
     device: str
     policy: ExecutionPolicy
     prep: Any = None
-    with_prep: bool = False
 
 
 def call_group(exp: Experiment, job: Job, label: str | None,
@@ -65,12 +57,11 @@ def call_group(exp: Experiment, job: Job, label: str | None,
     t0 = time.perf_counter()
     dev = torch.device(job.device)
     try:
-        kw = {"prep": job.prep} if job.with_prep else {}
         if label is None:
             (key, seed), = members
-            raw = [exp.run_unit(job.params, key, seed, dev, **kw)]
+            raw = [exp.run_unit(job.params, key, seed, dev, prep=job.prep)]
         else:
-            raw = exp.run_group(job.params, list(members), group_seed, dev, **kw)
+            raw = exp.run_group(job.params, list(members), group_seed, dev, prep=job.prep)
             if len(raw) != len(members):
                 raise ValueError(f"run_group returned {len(raw)} row lists for "
                                  f"{len(members)} members")

@@ -29,9 +29,8 @@ from lazylab.errors import (
 )
 from lazylab.runner.assemble import assemble, theory_rows
 from lazylab.runner.backends import check_backend, execute
-from lazylab.runner.cost import device_bytes
 from lazylab.runner.gpu_share import for_run as gpu_reservation
-from lazylab.runner.job import Clock, uses_prepare
+from lazylab.runner.job import Clock
 from lazylab.runner.lock import RunLock
 from lazylab.runner.outputs import OUTPUT_FILES, write_json
 from lazylab.runner.provenance import environment, policy_flags
@@ -156,6 +155,9 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
     :class:`~lazylab.errors.OutOfTime` (status "stopped" in config.json) and ``--resume``
     carries on.
     """
+    # Imported here: lazylab.runner loads without torch (the CLI checks its arguments first).
+    from lazylab.experiments.cost import device_bytes
+
     exp = spec.exp
     exp_dir = out_dir / exp.id
     check_backend(backend, workers)
@@ -214,7 +216,7 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
                             f"{len(plan)} unit(s) left ({len(plan) - n_missing + out.computed} "
                             "stored); run the same command with --resume to carry on")
         try:
-            theory = theory_rows(exp, spec.params, prep, uses_prepare(exp))
+            theory = theory_rows(exp, spec.params, prep)
             store.put_theory(exp.id, spec.config_hash, theory)
             done = assemble(exp, spec.params, spec.seeds, store.units(exp.id, spec.config_hash),
                             lambda: theory, exp_dir)
@@ -246,9 +248,7 @@ def _clock(spec: RunSpec, deadline: float | None, n_units: int) -> Clock | None:
 
 
 def _prepare(spec: RunSpec) -> Any:
-    """The experiment's shared preparation, computed once per run (None if not overridden)."""
-    if not uses_prepare(spec.exp):
-        return None
+    """The experiment's shared preparation, computed once per run (None by default)."""
     try:
         return spec.exp.prepare(spec.params, spec.device)
     except LazylabError:

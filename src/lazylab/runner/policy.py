@@ -18,6 +18,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lazylab.machine import machine_memory
+
 __all__ = ["CUBLAS_WORKSPACE", "ExecutionPolicy", "default_threads", "limit_blas",
            "machine_memory"]
 
@@ -37,14 +39,6 @@ def default_threads() -> int:
     """
     n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, min(8, n or 1))
-
-
-def machine_memory() -> int | None:
-    """Physical memory of this machine in bytes (None where unknown)."""
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 @dataclass(frozen=True)

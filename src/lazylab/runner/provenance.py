@@ -6,11 +6,12 @@ from __future__ import annotations
 import platform
 import shlex
 import subprocess
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["environment", "git_revision", "policy_flags", "reproduce_command"]
+__all__ = ["command_line", "environment", "git_revision", "policy_flags", "reproduce_command"]
 
 
 def environment() -> dict[str, Any]:
@@ -53,29 +54,48 @@ def git_revision() -> str:
 
 
 def reproduce_command(exp_id: str, config: dict[str, Any]) -> str:
-    """The command that reproduces one experiment: its scale, seeds, device and every
-    parameter that differs from the scale's defaults (``--set``)."""
+    """The command that reproduces one experiment from its stored ``config.json``: its scale,
+    seeds, device and every parameter that differs from the scale's defaults (``--set``)."""
     from lazylab.experiments import get_experiment
 
     scale = str(config.get("scale", "quick"))
     params = config.get("params") or {}
-    sets: list[str] = []
     try:
         defaults = get_experiment(exp_id).resolve(scale).model_dump(mode="json")
     except (KeyError, ValueError):
         defaults = {}
-    for k, v in params.items():
-        if k in defaults and defaults[k] == v:
-            continue
-        if isinstance(v, list):
-            text = ",".join(str(x) for x in v)
-        else:
-            text = "none" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
-        sets += ["--set", f"{k}={text}"]
-    dev = str(config.get("device", "auto")).split(":")[0]
-    return shlex.join(["lazylab", "reproduce", exp_id, "--scale", scale, "--seeds",
-                       str(config.get("seeds", 1)), "--device", dev, *sets,
-                       *policy_flags(config.get("policy") or {})])
+    sets = [f"{k}={_set_text(v)}" for k, v in params.items()
+            if not (k in defaults and defaults[k] == v)]
+    return command_line([exp_id], scale=scale, seeds=int(config.get("seeds", 1)),
+                        device=str(config.get("device", "auto")).split(":")[0], sets=sets,
+                        policy=config.get("policy") or {})
+
+
+def command_line(targets: Sequence[str], *, scale: str, seeds: int | None = None,
+                 device: str = "auto", sets: Sequence[str] = (),
+                 policy: dict[str, Any] | None = None, options: Sequence[str] = ()) -> str:
+    """The one ``lazylab reproduce`` command line builder: targets, scale, seeds (omitted when
+    None), device, ``--set KEY=VALUE`` items, further ``options`` as given, then the
+    execution policy's flags (:func:`policy_flags`).
+
+    >>> command_line(["toy"], scale="quick", seeds=2, device="cpu", sets=["d=3"],
+    ...              policy={"threads": 1}, options=["--out", "my runs"]).split(" --", 5)[5]
+    "out 'my runs' --threads 1"
+    """
+    parts = ["lazylab", "reproduce", *targets, "--scale", scale]
+    if seeds is not None:
+        parts += ["--seeds", str(seeds)]
+    parts += ["--device", device]
+    for s in sets:
+        parts += ["--set", s]
+    return shlex.join([*parts, *options, *policy_flags(policy or {})])
+
+
+def _set_text(v: Any) -> str:
+    """A parameter value as ``--set`` reads it back (lists comma-separated)."""
+    if isinstance(v, list):
+        return ",".join(str(x) for x in v)
+    return "none" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
 
 
 def policy_flags(policy: dict[str, Any]) -> list[str]:

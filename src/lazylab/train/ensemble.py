@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -297,6 +298,36 @@ def _batched_grad(fwd):
     return vmap(grad_and_value(loss), in_dims=(0, None, None))
 
 
+#: Set to "0" to train every grid through ``torch.func.vmap(grad)`` even where the model has
+#: hand-written stacked gradients (``stacked_grads``), e.g. to compare the two paths.
+STACKED_ENV = "LAZYLAB_STACKED_GRADS"
+
+
+def _stacked_grad(model: nn.Module, fixed: dict[str, torch.Tensor], names: list[str]):
+    """The model's hand-written gradients of G stacked configurations
+    (:mod:`lazylab.models.stacked`) with the :func:`_batched_grad` interface: the fixed
+    tensors are broadcast to the live configurations, only the trainable names returned."""
+    fn = model.stacked_grads
+
+    def step(views: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor):
+        G = next(iter(views.values())).shape[0]
+        params = {**{n: t.expand(G, *t.shape) for n, t in fixed.items()}, **views}
+        grads, loss = fn(params, xb, yb)
+        return {n: grads[n] for n in names}, loss
+
+    return step
+
+
+def _step_grad(model: nn.Module, fixed: dict[str, torch.Tensor],
+               theta0: dict[str, torch.Tensor], linearize: bool, Y: torch.Tensor):
+    """Hand-written stacked gradients where the model has them (not for the linearized model,
+    nor for 1-d targets), else ``vmap(grad)`` of its forward."""
+    if (not linearize and Y.dim() == 2 and hasattr(model, "stacked_grads")
+            and os.environ.get(STACKED_ENV, "1") != "0"):
+        return _stacked_grad(model, fixed, list(theta0))
+    return _batched_grad(_forward_fn(model, fixed, theta0, linearize))
+
+
 def _train_chunks(step_grad, theta0: dict[str, torch.Tensor],
                   configs: list[tuple[float, float]], X: torch.Tensor, Y: torch.Tensor,
                   perms: list[torch.Tensor], sched: _Schedule, size: int,
@@ -341,7 +372,7 @@ def train_grid(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, *, lrs: Seque
     configs = list(itertools.product([float(v) for v in lrs], [float(v) for v in wds]))
     n = X.shape[0]
     Y = Y.to(X.dtype)
-    step_grad = _batched_grad(_forward_fn(model, fixed, theta0, linearize))
+    step_grad = _step_grad(model, fixed, theta0, linearize, Y)
     epochs = loop_steps(epochs)
     # The batch order: one permutation per epoch, drawn up front (shared by all groups).
     perms = [torch.randperm(n, generator=generator, device=generator.device).to(X.device)

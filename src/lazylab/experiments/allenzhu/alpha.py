@@ -88,7 +88,7 @@ class Alpha(Experiment):
         return out
 
     # Cost guard: the unit-count estimate times the growth of each size, a lower bound
-    # (lazylab.experiments.sizing.scaled_cost).
+    # (lazylab.experiments.cost.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"epochs": 1, "n_hidden": 1, "widths": 1}
 
     def peak_bytes(self, p: AlphaParams) -> float:
@@ -102,7 +102,7 @@ class Alpha(Experiment):
                 for panel in p.panels for b in p.betas for m in p.widths]
 
     def run_unit(self, p: AlphaParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
         panel, beta, m = key["panel"], float(key["beta"]), int(key["m"])
         mode, nkey = panel_mode(panel)
         data_seed = derive_seed("allenzhu-t1", p.data_seed, panel, beta)
@@ -113,7 +113,7 @@ class Alpha(Experiment):
                      panel=panel, beta=beta, mode=mode, selection=s) for s in ("test", "val")]
         return rows
 
-    def theory(self, p: AlphaParams) -> list[dict[str, Any]]:
+    def theory(self, p: AlphaParams, prep: Any = None) -> list[dict[str, Any]]:
         return [row("k alpha^2", "m", m, ERR, p.k * p.alpha ** 2, kind="theory")
                 for m in p.widths]
 

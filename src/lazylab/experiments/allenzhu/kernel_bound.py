@@ -137,7 +137,7 @@ class KernelBound(Experiment):
                 raise InputError(f"--set ks: every k must be in [2, d/2] for d = {d}; got {bad}")
 
     # Cost guard: the unit-count estimate times the growth of each size, a lower bound
-    # (lazylab.experiments.sizing.scaled_cost).
+    # (lazylab.experiments.cost.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"resnet_width": 1}
 
     def peak_bytes(self, p: KernelBoundParams) -> float:
@@ -177,7 +177,7 @@ class KernelBound(Experiment):
         return n_grid(5, top, p.n_points)
 
     def run_unit(self, p: KernelBoundParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
         kern, d, N = key["kernel"], int(key["d"]), int(key["N"])
         system = _system(kern, d, N, p.resnet_width, seed)
         factor = system.pinv_factor()
@@ -195,7 +195,7 @@ class KernelBound(Experiment):
                                alpha=a))
         return out
 
-    def theory(self, p: KernelBoundParams) -> list[dict[str, Any]]:
+    def theory(self, p: KernelBoundParams, prep: Any = None) -> list[dict[str, Any]]:
         out = []
         for d in p.ds:
             for k in p.ks:

@@ -166,7 +166,7 @@ class Norm(Experiment):
             raise InputError("--set lr_decades: need -8 <= k_min <= k_max <= 4")
 
     # Cost guard: the unit-count estimate times the growth of each size, a lower bound
-    # (lazylab.experiments.sizing.scaled_cost).
+    # (lazylab.experiments.cost.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"epochs": 1, "n_train": 1, "widths": 1,
                                               "hand_steps": 1}
 
@@ -188,7 +188,7 @@ class Norm(Experiment):
         return [{"kind": "hand"}] + [{"kind": "sgd", "m": m} for m in p.widths]
 
     def run_unit(self, p: NormParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
         idx, X, y, Xt, yt = _data(p)
         if key["kind"] == "hand":
             W6, exact = hand_built(p.m_hand, p.radii, steps=p.hand_steps, restarts=p.restarts,
@@ -239,7 +239,7 @@ class Norm(Experiment):
                     row("SGD", "m", m, "norm", float(norms[g]), **f)]
         return out
 
-    def theory(self, p: NormParams) -> list[dict[str, Any]]:
+    def theory(self, p: NormParams, prep: Any = None) -> list[dict[str, Any]]:
         return [row("paper hand-built", "error", e, "norm", r * math.sqrt(p.d), kind="theory")
                 for r, e in HAND_BUILT]
 

@@ -245,7 +245,7 @@ class Performance(Experiment):
         return out
 
     # Cost guard: the unit-count estimate times the growth of each size, a lower bound
-    # (lazylab.experiments.sizing.scaled_cost).
+    # (lazylab.experiments.cost.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"epochs": 1, "n_hidden": 1, "widths": 1}
 
     def peak_bytes(self, p: T1Params) -> float:
@@ -266,7 +266,7 @@ class Performance(Experiment):
         return out
 
     def run_unit(self, p: T1Params, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
         panel = key["panel"]
         n = getattr(p, panel_mode(panel)[1])
         # Every learner of a panel sees the same samples (drawn from data_seed and the panel);
@@ -282,7 +282,7 @@ class Performance(Experiment):
         fit = fit_unit(p, arch, mode, m, n, 1.0, seed, data_seed, device)
         return fit_rows(f"{arch}({mode})", "m", m, fit, panel=panel, arch=arch, mode=mode)
 
-    def theory(self, p: T1Params) -> list[dict[str, Any]]:
+    def theory(self, p: T1Params, prep: Any = None) -> list[dict[str, Any]]:
         thr = p.k * p.alpha ** 2
         return [row("k alpha^2", "m", m, ERR, thr, kind="theory") for m in p.widths]
 

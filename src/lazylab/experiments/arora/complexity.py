@@ -200,7 +200,7 @@ class _ComplexityPanel(Experiment):
 
     # ---- computation -----------------------------------------------------------------------
     # Cost guard: the unit-count estimate times the growth of each size, a lower bound
-    # (lazylab.experiments.sizing.scaled_cost).
+    # (lazylab.experiments.cost.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"width": 1, "steps": 1, "n_train": 1}
 
     def peak_bytes(self, p: ComplexityParams) -> float:

@@ -98,7 +98,7 @@ class _SpectrumPanel(Experiment):
         return C.load_problem(p, device)
 
     # Cost guard: the unit-count estimate times the growth of each size, a lower bound
-    # (lazylab.experiments.sizing.scaled_cost).
+    # (lazylab.experiments.cost.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"n_train": 1}
 
     def peak_bytes(self, p: SpectrumParams) -> float:

@@ -1,17 +1,17 @@
-"""Shared pieces of the Bai & Lee (2020) experiments: nets, activations, chunking, slope claims.
+"""Shared pieces of the Bai & Lee (2020) experiments: nets, activations, chunking, slope bias.
 
 Every experiment uses the paper's setting (Sec. 2, Eqs. (1) and (3)): a symmetric-init
 :class:`TwoLayerNet` with a = (+1, ..., +1, -1, ..., -1) (``a_init="ones"``), prefactor
 m^{-1/2}, w0_r ~ N(0, B_x^-2 I) and inputs on the sphere of radius B_x, float64 (the gaps reach
 1e-6 at m = 1e6).
 
-Slope claims fit log y = b log m + c by least squares over the width grid (means over seeds)
-and hold when |b - b_pred| <= bias + K_SE se(b) (two-sided; K_SE = 3 from
-:mod:`lazylab.experiments.toolkit`): ``bias`` is the finite-width allowance of each
-experiment (the relative O(m^{-1/4}) to O(m^{-1/2}) corrections of the leading-order laws, which
-tilt a fit over three decades starting at m = 100 by a few hundredths) and se(b) the standard
-error of the fitted slope from its residuals (the Monte Carlo scatter over w0, signs and test
-points).
+Slope claims (:func:`lazylab.experiments.toolkit.series_slope_claim`) fit log y = b log m + c
+by least squares over the width grid (means over seeds) and hold when
+|b - b_pred| <= bias + K_SE se(b) (two-sided; K_SE = 3 from :mod:`lazylab.experiments.toolkit`):
+``bias`` is the finite-width allowance of each experiment (the relative O(m^{-1/4}) to
+O(m^{-1/2}) corrections of the leading-order laws, which tilt a fit over three decades starting
+at m = 100 by a few hundredths, :func:`fit_tilt`) and se(b) the standard error of the fitted
+slope from its residuals (the Monte Carlo scatter over w0, signs and test points).
 """
 
 from __future__ import annotations
@@ -24,9 +24,7 @@ import torch
 
 from lazylab.activations import Activation, get_activation
 from lazylab.data import sphere
-from lazylab.experiments.base import Claim, Results
 from lazylab.experiments.toolkit import K_SE, loglog_fit
-from lazylab.experiments.toolkit import slope_claim as toolkit_slope_claim
 from lazylab.models import TwoLayerNet
 from lazylab.models.bailee.constructions import phase_sine
 from lazylab.seeding import derive_seed, torch_generator
@@ -43,7 +41,6 @@ __all__ = [
     "make_net",
     "random_direction",
     "resolve_activation",
-    "slope_claim",
     "sphere_points_and_direction",
     "width_grid",
 ]
@@ -141,12 +138,3 @@ def fit_tilt(ms: Sequence[float], rel_at_100: float, gamma: float) -> float:
     c = lx - lx.mean()
     return abs(float(c @ y) / float(c @ c))
 
-
-def slope_claim(cid: str, statement: str, results: Results, method: str, metric: str,
-                expected: float, bias: float, *, error_model: str, **filters) -> Claim:
-    """Two-sided claim on the log-log slope of ``metric`` of ``method`` against x (means over
-    seeds, their SEM propagated): |b - expected| <= bias + K_SE se(b)
-    (:func:`lazylab.experiments.toolkit.slope_claim`)."""
-    s = results.series(method, metric, **filters)
-    return toolkit_slope_claim(cid, statement, s.x, s.mean, expected, bias=bias,
-                               error_model=error_model, sem=s.sem if np.any(s.n > 1) else None)

@@ -31,13 +31,12 @@ from lazylab.experiments.bailee.common import (
     input_chunks,
     make_net,
     resolve_activation,
-    slope_claim,
     sphere_points_and_direction,
     width_grid,
 )
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
 from lazylab.experiments.style import finish, new_figure, series_line, series_points
-from lazylab.experiments.toolkit import match_claim, sub_generator
+from lazylab.experiments.toolkit import match_claim, series_slope_claim, sub_generator
 from lazylab.models import SignRandomizedNet
 from lazylab.models.bailee.constructions import coherent_direction
 from lazylab.theory.bailee import COUPLING_SLOPES, coupling_predictions
@@ -117,7 +116,7 @@ class Coupling(Experiment):
     smoke = {"m_max": 3000, "m_points": 4, "n_test": 30}
 
     # Cost guard: the unit-count estimate times the growth of each size, a lower bound
-    # (lazylab.experiments.sizing.scaled_cost).
+    # (lazylab.experiments.cost.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"m_max": 1, "n_test": 1, "d": 1}
 
     def peak_bytes(self, p: CouplingParams) -> float:
@@ -137,7 +136,7 @@ class Coupling(Experiment):
         return sphere_points_and_direction("coupling", p.d, p.n_test, p.B_x, p.data_seed, device)
 
     def run_unit(self, p: CouplingParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
         m = int(key["m"])
         X, v = self._data(p, device)
         net = make_net(p.d, m, activation=resolve_activation(p.activation), B_x=p.B_x,
@@ -158,7 +157,7 @@ class Coupling(Experiment):
                 sums[ONE_SIGMA] += float(fl_sigma.abs().sum())
         return [row(k, "m", m, METRIC, s / p.n_test) for k, s in sums.items()]
 
-    def theory(self, p: CouplingParams) -> list[dict[str, Any]]:
+    def theory(self, p: CouplingParams, prep: Any = None) -> list[dict[str, Any]]:
         X, v = self._data(p)
         t = (X @ v).numpy()
         out = []
@@ -177,10 +176,10 @@ class Coupling(Experiment):
         for key, cid in ids.items():
             rel, gamma = CORRECTIONS[key]
             bias = fit_tilt(ms, rel, gamma)
-            out.append(slope_claim(cid, self.claim_statements[cid], results, NAMES[key],
-                                   METRIC, COUPLING_SLOPES[key], bias,
-                                   error_model=SLOPE_ERROR_MODEL.format(rel=rel, gamma=gamma,
-                                                                        bias=bias)))
+            out.append(series_slope_claim(
+                cid, self.claim_statements[cid], results, NAMES[key], METRIC,
+                COUPLING_SLOPES[key], bias=bias,
+                error_model=SLOPE_ERROR_MODEL.format(rel=rel, gamma=gamma, bias=bias)))
         names, ratios, ses = [], [], []
         for key in ids:
             x, mean, _, count = results.series(NAMES[key], METRIC)

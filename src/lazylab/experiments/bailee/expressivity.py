@@ -39,12 +39,17 @@ from lazylab.experiments.bailee.common import (
     input_chunks,
     make_net,
     random_direction,
-    slope_claim,
     width_grid,
 )
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
 from lazylab.experiments.style import finish, series_line, series_points
-from lazylab.experiments.toolkit import all_of, level_claim, loglog_fit, match_claim
+from lazylab.experiments.toolkit import (
+    all_of,
+    level_claim,
+    loglog_fit,
+    match_claim,
+    series_slope_claim,
+)
 from lazylab.models import SignRandomizedNet
 from lazylab.models.bailee.constructions import quadratic_representer, representable_exponent
 from lazylab.seeding import derive_seed
@@ -208,7 +213,7 @@ class Expressivity(Experiment):
         return X.to(device), beta.to(device)
 
     def run_unit(self, p: ExpressivityParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
         deg, m = int(key["p"]), int(key["m"])
         X, beta = self._data(p, device)
         target = Polynomial(beta, p=deg, alpha=p.alpha)
@@ -231,7 +236,7 @@ class Expressivity(Experiment):
                 row(RAND, "m", m, RMSE, math.sqrt(sq_r / cnt), p=deg),
                 row(NORM, "m", m, NORM4, norm4 / p.n_init, p=deg)]
 
-    def theory(self, p: ExpressivityParams) -> list[dict[str, Any]]:
+    def theory(self, p: ExpressivityParams, prep: Any = None) -> list[dict[str, Any]]:
         X, beta = self._data(p)
         cos = ((X @ beta) / (beta.norm() * p.B_x)).numpy()
         out = []
@@ -262,11 +267,11 @@ class Expressivity(Experiment):
             sr = results.series(RAND, RMSE, p=deg)
             pq, pr = self._predicted(p, deg, sq.x)
             _, pr_r = self._predicted(p, deg, sr.x)
-            slopes_q.append(slope_claim(f"p={deg}", "", results, FQ, RMSE, -0.5, SLOPE_BIAS,
-                                        error_model=SLOPE_MODEL, p=deg))
+            slopes_q.append(series_slope_claim(f"p={deg}", "", results, FQ, RMSE, -0.5,
+                                               bias=SLOPE_BIAS, error_model=SLOPE_MODEL, p=deg))
             b_r = loglog_fit(sr.x, pr_r).slope if len(sr.x) >= 2 else -0.25
-            slopes_r.append(slope_claim(f"p={deg}", "", results, RAND, RMSE, b_r, SLOPE_BIAS,
-                                        error_model=SLOPE_MODEL, p=deg))
+            slopes_r.append(series_slope_claim(f"p={deg}", "", results, RAND, RMSE, b_r,
+                                               bias=SLOPE_BIAS, error_model=SLOPE_MODEL, p=deg))
             levels.append(level_claim(f"f_Q p={deg}", "", sq.mean, pq, bias=LEVEL_BIAS,
                                       error_model=LEVEL_MODEL, x=sq.x))
             levels.append(level_claim(f"randomized p={deg}", "", sr.mean, pr_r,

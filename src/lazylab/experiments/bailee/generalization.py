@@ -38,7 +38,7 @@ from lazylab.data.samplers import anisotropic_sphere, hypercube
 from lazylab.experiments import register
 from lazylab.experiments.bailee.common import F64, PAPER
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
-from lazylab.experiments.toolkit import slope_claim, sub_generator
+from lazylab.experiments.toolkit import series_slope_claim, slope_claim, sub_generator
 from lazylab.theory.bailee_landscape import mp_operator_norm, rademacher_bound
 
 __all__ = ["Generalization", "GeneralizationParams"]
@@ -141,7 +141,7 @@ class Generalization(Experiment):
             raise InputError(f"--set ds: every d must exceed k_sub = {p.k_sub}")
 
     # Cost guard: the unit-count estimate times the growth of each size, a lower bound
-    # (lazylab.experiments.sizing.scaled_cost).
+    # (lazylab.experiments.cost.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"n_per_d": 1, "m": 1, "n_sigma": 1}
 
     def peak_bytes(self, p: GeneralizationParams) -> float:
@@ -157,7 +157,7 @@ class Generalization(Experiment):
         return [{"dist": dist, "d": d} for dist in p.dists for d in sorted(p.ds)]
 
     def run_unit(self, p: GeneralizationParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
         dist, d = key["dist"], int(key["d"])
         n = p.n_per_d * d
         X = _inputs(dist, n, d, p, sub_generator(seed, "x", device), device)
@@ -170,7 +170,7 @@ class Generalization(Experiment):
                 row(dist, "d", d, "lemma8_bound", t["bound"]),
                 row(dist, "d", d, "rademacher_over_M", t["R"] * math.sqrt(n) / (p.B_x**2 * t["M"]))]
 
-    def theory(self, p: GeneralizationParams) -> list[dict[str, Any]]:
+    def theory(self, p: GeneralizationParams, prep: Any = None) -> list[dict[str, Any]]:
         out = []
         for d in np.geomspace(min(p.ds), max(p.ds), 25):
             n = p.n_per_d * d
@@ -202,9 +202,8 @@ class Generalization(Experiment):
             if dist not in p.dists:
                 out.append(Claim.not_applicable(cid, st[cid], f"{dist} not in dists"))
                 continue
-            x, mean, sem, _ = results.series(dist, "M_x_op")
-            out.append(slope_claim(cid, st[cid], x, mean, -0.5, bias=tw, sem=sem,
-                                   error_model=em_tw))
+            out.append(series_slope_claim(cid, st[cid], results, dist, "M_x_op", -0.5, bias=tw,
+                                          error_model=em_tw))
         if "subspace" in p.dists:
             x, mean, sem, _ = results.series("subspace", "M_x_op")
             xs = np.asarray(x, float)
@@ -232,16 +231,16 @@ class Generalization(Experiment):
                 "spread of the max over the m neurons tilt the slope by at most (2/3) "
                 f"d_min^-2/3 = {bias_r:.3f}; Monte Carlo over signs and seeds")
         if "sphere" in p.dists:
-            x, mean, sem, _ = results.series("sphere", "rademacher")
-            out.append(slope_claim("R-sphere-slope", st["R-sphere-slope"], x, mean, -1.0,
-                                   bias=bias_r, sem=sem, error_model=em_r))
+            out.append(series_slope_claim("R-sphere-slope", st["R-sphere-slope"], results,
+                                          "sphere", "rademacher", -1.0, bias=bias_r,
+                                          error_model=em_r))
         else:
             out.append(Claim.not_applicable("R-sphere-slope", st["R-sphere-slope"],
                                             "sphere not in dists"))
         if "subspace" in p.dists:
-            x, mean, sem, _ = results.series("subspace", "rademacher")
-            out.append(slope_claim("R-subspace-slope", st["R-subspace-slope"], x, mean, -0.5,
-                                   bias=bias_r, sem=sem, error_model=em_r))
+            out.append(series_slope_claim("R-subspace-slope", st["R-subspace-slope"], results,
+                                          "subspace", "rademacher", -0.5, bias=bias_r,
+                                          error_model=em_r))
         else:
             out.append(Claim.not_applicable("R-subspace-slope", st["R-subspace-slope"],
                                             "subspace not in dists"))

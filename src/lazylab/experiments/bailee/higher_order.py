@@ -39,13 +39,18 @@ from lazylab.experiments.bailee.common import (
     input_chunks,
     make_net,
     resolve_activation,
-    slope_claim,
     sphere_points_and_direction,
     width_grid,
 )
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
 from lazylab.experiments.style import finish, series_line, series_points
-from lazylab.experiments.toolkit import all_of, loglog_fit, match_claim, sub_generator
+from lazylab.experiments.toolkit import (
+    all_of,
+    loglog_fit,
+    match_claim,
+    series_slope_claim,
+    sub_generator,
+)
 from lazylab.models import HigherOrderRandomizedNet
 from lazylab.theory.bailee import (
     folded_normal_mean,
@@ -140,7 +145,7 @@ class HigherOrder(Experiment):
                 for k in p.ks for kind in _STATEMENTS}
 
     # Cost guard: the unit-count estimate times the growth of each size, a lower bound
-    # (lazylab.experiments.sizing.scaled_cost).
+    # (lazylab.experiments.cost.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"m_max": 1, "n_test": 1, "n_draws": 1, "d": 1}
 
     def peak_bytes(self, p: HigherOrderParams) -> float:
@@ -162,7 +167,7 @@ class HigherOrder(Experiment):
                                            device)
 
     def run_unit(self, p: HigherOrderParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
         k, M = int(key["k"]), int(key["m"])
         X, v = self._data(p, device)
         act = resolve_activation(p.activation)
@@ -189,7 +194,7 @@ class HigherOrder(Experiment):
         norm = p.n_draws * p.n_test
         return [row(name, "m", M, METRIC, s / norm, k=k) for name, s in sums.items()]
 
-    def theory(self, p: HigherOrderParams) -> list[dict[str, Any]]:
+    def theory(self, p: HigherOrderParams, prep: Any = None) -> list[dict[str, Any]]:
         X, v = self._data(p)
         t = (X @ v).numpy()
         act = resolve_activation(p.activation)
@@ -231,8 +236,9 @@ class HigherOrder(Experiment):
                                        x=list(x), details={"limit": lim}))
             # lower terms j < k: two-sided slopes -j/(2k).
             cid = f"k{k}-lower"
-            parts = [slope_claim(f"f^({j})", "", results, _term(j), METRIC, -j / (2 * k),
-                                 SLOPE_BIAS, error_model=SLOPE_MODEL, k=k) for j in range(1, k)]
+            parts = [series_slope_claim(f"f^({j})", "", results, _term(j), METRIC, -j / (2 * k),
+                                        bias=SLOPE_BIAS, error_model=SLOPE_MODEL, k=k)
+                     for j in range(1, k)]
             out.append(all_of(cid, st[cid], parts) if parts else
                        Claim.not_applicable(cid, st[cid], "k = 1 has no lower terms"))
             # the (k+1)-th term: slope of its exact spread; the remainder: -1/(2k).
@@ -244,10 +250,10 @@ class HigherOrder(Experiment):
                 b_exp = loglog_fit(xs, th).slope
             else:
                 b_exp = -(k + 1) / (2 * k)
-            parts = [slope_claim(f"f^({k + 1})", "", results, _term(k + 1), METRIC, b_exp,
-                                 SLOPE_BIAS, error_model=SLOPE_MODEL, k=k),
-                     slope_claim("f - f^(k)", "", results, REST, METRIC, -1 / (2 * k),
-                                 REST_BIAS, error_model=REST_MODEL, k=k)]
+            parts = [series_slope_claim(f"f^({k + 1})", "", results, _term(k + 1), METRIC,
+                                        b_exp, bias=SLOPE_BIAS, error_model=SLOPE_MODEL, k=k),
+                     series_slope_claim("f - f^(k)", "", results, REST, METRIC, -1 / (2 * k),
+                                        bias=REST_BIAS, error_model=REST_MODEL, k=k)]
             out.append(all_of(cid, st[cid], parts))
         return out
 

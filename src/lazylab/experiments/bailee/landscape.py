@@ -51,7 +51,13 @@ from lazylab.experiments.bailee.common import (
     width_grid,
 )
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
-from lazylab.experiments.toolkit import K_SE, match_claim, slope_claim, sub_generator
+from lazylab.experiments.toolkit import (
+    K_SE,
+    match_claim,
+    series_slope_claim,
+    slope_claim,
+    sub_generator,
+)
 from lazylab.models import SignRandomizedNet
 from lazylab.models.bailee.constructions import norm_2p, quadratic_representer
 from lazylab.seeding import derive_seed
@@ -174,7 +180,7 @@ class Landscape(Experiment):
                              f"got {p.teacher_widths}")
 
     # Cost guard: the unit-count estimate times the growth of each size, a lower bound
-    # (lazylab.experiments.sizing.scaled_cost).
+    # (lazylab.experiments.cost.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"m_max": 1, "teacher_widths": 1, "steps": 1, "n": 1}
 
     def peak_bytes(self, p: LandscapeParams) -> float:
@@ -196,7 +202,7 @@ class Landscape(Experiment):
                 + [{"part": "saddle", "m": ws[len(ws) // 2]}])
 
     def run_unit(self, p: LandscapeParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
         m, part = int(key["m"]), key["part"]
         X, beta, t, xi = _data(p, device)
         net = make_net(p.d, m, activation="relu3_6", B_x=p.B_x,
@@ -282,7 +288,7 @@ class Landscape(Experiment):
         return out
 
     # ---- theory ------------------------------------------------------------------------
-    def theory(self, p: LandscapeParams) -> list[dict[str, Any]]:
+    def theory(self, p: LandscapeParams, prep: Any = None) -> list[dict[str, Any]]:
         _, _, t, xi = _data(p)
         alpha = _alpha_ineq(p)
         out = [row(LEMMA1, "m", m, VIOL, lemma1_error_limit(alpha, t.numpy(), m),
@@ -296,12 +302,12 @@ class Landscape(Experiment):
     def claims(self, p: LandscapeParams, results: Results) -> list[Claim]:
         st = self.claim_statements
         out: list[Claim] = []
-        x, v1, s1, _ = results.series(LEMMA1, VIOL)
-        out.append(slope_claim(
-            "lemma1-slope", st["lemma1-slope"], x, v1, -1.0, bias=0.0, sem=s1,
+        out.append(series_slope_claim(
+            "lemma1-slope", st["lemma1-slope"], results, LEMMA1, VIOL, -1.0, bias=0.0,
             error_model=("seed noise only: at W = W* the violation is E term II = s_m^2 sum_r "
                          "of i.i.d. neuron terms ~ m^-1 exactly in expectation (no "
                          "finite-width bias); SE from the fit residuals / seeds")))
+        x, v1, _, _ = results.series(LEMMA1, VIOL)
         if len(x):
             lim = [lemma1_error_limit(_alpha_ineq(p), _data(p)[2].numpy(), float(m)) for m in x]
             out.append(match_claim(
@@ -310,11 +316,10 @@ class Landscape(Experiment):
                 error_model=("Monte Carlo over w0 only: the prediction is the exact "
                              "expectation over w0 (E relu(G)^2 = 1/2), so bias 0; SE = sd over "
                              "neurons of their contributions / sqrt(m/2), pooled over seeds")))
-        x, v2, s2, _ = results.series(THM2, VIOL)
         bias2 = 0.5 * (p.w_star_norm**2 / math.sqrt(p.m_min)) / (
             1 + p.w_star_norm**2 / math.sqrt(p.m_min))
-        out.append(slope_claim(
-            "theorem2-slope", st["theorem2-slope"], x, v2, -0.5, bias=bias2, sem=s2,
+        out.append(series_slope_claim(
+            "theorem2-slope", st["theorem2-slope"], results, THM2, VIOL, -0.5, bias=bias2,
             error_model=("finite width: the next order of the Sigma expansion is a relative "
                          "B_w*^2 m^-1/2 correction (each further pair of f^L factors brings "
                          "s_m sum_r (w_r.x)^2 ~ B_w^2 m^-1/2), which tilts the log-log slope by "

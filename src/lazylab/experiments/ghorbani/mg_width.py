@@ -144,7 +144,7 @@ class MGWidth(WidthExperiment):
                        seed=derive_seed(self.id, "mmse", p.d, p.target_seed))
 
     # ------------------------------------------------------------------ theory
-    def theory(self, p: MGWidthParams) -> list[dict[str, Any]]:
+    def theory(self, p: MGWidthParams, prep: Any = None) -> list[dict[str, Any]]:
         D, d = self.problem(p).model.Delta, p.d
         fine, ints, sim = self.theory_grids(p)
         bayes, bayes_inf = self.mmse(p), mmse_mg(D, method="asymptotic")

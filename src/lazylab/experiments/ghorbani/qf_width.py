@@ -139,7 +139,7 @@ class QFWidth(WidthExperiment):
         return method.startswith("RF")
 
     # ------------------------------------------------------------------ theory
-    def theory(self, p: QFWidthParams) -> list[dict[str, Any]]:
+    def theory(self, p: QFWidthParams, prep: Any = None) -> list[dict[str, Any]]:
         prob = self.problem(p)
         B, d = prob.model.B, p.d
         tB = tau(B)

@@ -91,7 +91,7 @@ class SamplesExperiment(Experiment):
     #: n/d = steps x batch / d shrinks as d grows and the claims were checked only over this
     #: range (smoke d = 12, robustness axis 20..40); ``cost`` refuses another d at quick (exit 2).
     quick_d_range: ClassVar[tuple[int, int]] = (12, 40)
-    #: Size exponents of the cost guard (:func:`lazylab.experiments.sizing.scaled_cost`).
+    #: Size exponents of the cost guard (:func:`lazylab.experiments.cost.scaled_cost`).
     cost_sizes: ClassVar[dict[str, float]] = {"sgd_steps": 1, "batch_size": 1, "d": 1}
 
     def cost(self, p: SamplesParams, scale: str = "quick") -> tuple[float, float | None]:
@@ -133,7 +133,7 @@ class SamplesExperiment(Experiment):
         return [{"method": m} for m in METHODS]
 
     def run_unit(self, p: SamplesParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
         """Train ``method`` at every step size ``base x lr_factors`` from one initialization on
         one sample stream, all factors at once as one packed network
         (:mod:`lazylab.train.packed`), and keep the factor with the lowest final risk (ties:
@@ -173,7 +173,7 @@ class SamplesExperiment(Experiment):
         return rows
 
     # ------------------------------------------------------------------ theory
-    def theory(self, p: SamplesParams) -> list[dict[str, Any]]:
+    def theory(self, p: SamplesParams, prep: Any = None) -> list[dict[str, Any]]:
         lims = self.limits(p)
         xs = [s * p.batch_size / p.d for s in eval_steps(p.sgd_steps, p.eval_points)]
         return [row(name, "n/d", x, metric, v, kind="theory")

@@ -21,11 +21,10 @@ from typing import Any
 import numpy as np
 
 from lazylab.experiments.base import Claim, Results
-from lazylab.experiments.toolkit import K_SE, all_of, slope_claim
-from lazylab.experiments.toolkit import match_claim as toolkit_match
+from lazylab.experiments.toolkit import K_SE, all_of, series_match_claim, slope_claim
 
-__all__ = ["ABS_FLOOR", "ASYM_SLACK", "K_SE", "gap_claim", "match_claim", "ordering_claim",
-           "lstsq_allowance", "sgd_allowance", "sim_stats"]
+__all__ = ["ABS_FLOOR", "ASYM_SLACK", "K_SE", "gap_claim", "lstsq_allowance", "ordering_claim",
+           "risk_match_claim", "sgd_allowance", "sim_stats"]
 
 ABS_FLOOR = 0.005
 #: Multiple of the exact finite-d correction allowed around the paper's asymptotic formulas.
@@ -76,69 +75,76 @@ def _theory(results: Results, method: str, metric: str | None, x: float) -> floa
         return None
 
 
-def match_claim(cid: str, statement: str, results: Results, method: str, *,
-                ref_metric: str, allowance: Callable[[float, float], float],
-                ref_draws: int | None = None, asym_metric: str = "risk",
-                ref_kind: str = "theory", rule: str = "", asymptotic: bool = False,
-                asym_slack: float = ASYM_SLACK) -> Claim:
-    """Simulations of ``method`` agree with the reference rows ``ref_metric`` at every
-    simulated x (two-sided, :func:`lazylab.experiments.toolkit.match_claim`).
+def risk_match_claim(cid: str, statement: str, results: Results, method: str, *,
+                     ref_metric: str, allowance: Callable[[float, float], float],
+                     ref_draws: int | None = None, asym_metric: str = "risk",
+                     ref_kind: str = "theory", rule: str = "", asymptotic: bool = False,
+                     asym_slack: float = ASYM_SLACK) -> Claim:
+    """The simulated risk of ``method`` agrees with the reference rows ``ref_metric`` at every
+    simulated x (two-sided, :func:`lazylab.experiments.toolkit.series_match_claim`).
 
     Held when |sim(x) - ref(x)| <= K_SE sqrt(se_sim^2 + se_ref^2) + allowance(x, ref) +
-    ABS_FLOOR for all x.  With ``ref_kind="theory"``, se_ref = sd_W/sqrt(ref_draws) when the
-    reference is a Monte Carlo average over ``ref_draws`` draws of W (None: exact); with
-    ``ref_kind="simulation"`` the reference is the mean over the simulated runs of an exact
-    per-run value (e.g. ``risk_population_limit``) and se_ref its SEM.
+    ABS_FLOOR for all x, with se_sim = max(SEM, sd_W / sqrt(count)) (sd_W: theory rows
+    ``risk_finite_d_sd``, the spread of the exact risk over draws of W).  With
+    ``ref_kind="theory"``, se_ref = sd_W/sqrt(ref_draws) when the reference is a Monte Carlo
+    average over ``ref_draws`` draws of W (None: exact); with ``ref_kind="simulation"`` the
+    reference is the mean over the simulated runs of an exact per-run value (e.g.
+    ``risk_population_limit``) and se_ref its SEM.
 
     ``asymptotic=True`` compares with the paper's asymptotic formula (theory rows
     ``asym_metric``) instead, adding to the allowance ``asym_slack`` times the O(rho/d)
     finite-d correction |ref(x) - asym(x)| that the exact finite-d theory gives at this d
     (``asym_slack`` = 1.5 covers the correction's own higher-order terms).
     """
-    stats = sim_stats(results, method)
     model = rule or _DEFAULT_RULE
     if asymptotic:
         model = (f"{model}; plus {asym_slack:g} x the exact O(rho/d) finite-d correction "
                  f"|finite-d - asymptotic| at this d")
-    if not stats:
-        return Claim.verdict(cid, statement, False, math.nan, math.nan, math.nan,
-                             error_model=model, details={"reason": "no simulation rows"})
     sim_ref = sim_stats(results, method, ref_metric, sd_metric=None) \
         if ref_kind == "simulation" else {}
-    xs, ms, exps, ses, biases = [], [], [], [], []
-    for x, (m, se) in stats.items():
+
+    def se_floor(x: float, count: int) -> float:
+        return (_theory(results, method, "risk_finite_d_sd", x) or 0.0) / math.sqrt(count)
+
+    def finite_d(x: float) -> tuple[float | None, float]:
+        """(finite-d reference, its SE) at x; the reference is None when absent."""
         if ref_kind == "simulation":
-            ref, se_ref = sim_ref.get(x, (None, 0.0))
-        else:
-            ref = _theory(results, method, ref_metric, x)
-            sd = _theory(results, method, "risk_finite_d_sd", x) or 0.0
-            se_ref = sd / math.sqrt(ref_draws) if ref_draws else 0.0
-        if ref is None:
+            return sim_ref.get(x, (None, 0.0))
+        sd = _theory(results, method, "risk_finite_d_sd", x) or 0.0
+        return _theory(results, method, ref_metric, x), (
+            sd / math.sqrt(ref_draws) if ref_draws else 0.0)
+
+    def allow(x: float, ref: float) -> float:
+        return allowance(x, ref) + ABS_FLOOR
+
+    details: dict[str, Any] = {"reference": asym_metric if asymptotic else ref_metric}
+    if not asymptotic:
+        ref_se = (lambda x: finite_d(x)[1]) if ref_kind == "theory" and ref_draws else None
+        return series_match_claim(cid, statement, results, method, "risk", ref_metric,
+                                  error_model=model, allowance=allow, se_floor=se_floor,
+                                  ref_se=ref_se, ref_kind=ref_kind, details=details)
+    # Against the asymptotic formula: the finite-d reference sets the allowance (and the
+    # reference SE), so it must exist at every simulated x.
+    for x in results.series(method, "risk").x:
+        if finite_d(float(x))[0] is None:
             return Claim.verdict(cid, statement, False, math.nan, math.nan, math.nan,
                                  error_model=model,
                                  details={"reason": f"no reference value at x={x:g}"})
-        bias = allowance(x, ref) + ABS_FLOOR
-        expected = ref
-        if asymptotic:
-            asym = _theory(results, method, asym_metric, x)
-            if asym is None:
-                return Claim.verdict(cid, statement, False, math.nan, math.nan, math.nan,
-                                     error_model=model,
-                                     details={"reason": f"no asymptotic value at x={x:g}"})
-            bias += asym_slack * abs(ref - asym)
-            expected = asym
-        xs.append(x)
-        ms.append(m)
-        exps.append(expected)
-        ses.append(math.hypot(se, se_ref))
-        biases.append(bias)
-    details: dict[str, Any] = {"reference": asym_metric if asymptotic else ref_metric}
-    if asymptotic:
-        # |sim - asym| <= |sim - ref| + |ref - asym|: with the finite-d correction in the
-        # allowance, the finite-d claim implies this one, so it is a consistency check.
-        details.update(kind="consistency", implied_by=f"{method}-matches-finite-d")
-    return toolkit_match(cid, statement, ms, exps, ses, bias=biases, x=xs, error_model=model,
-                         details=details)
+
+    def allow_asym(x: float, asym: float) -> float:
+        ref = finite_d(x)[0]
+        assert ref is not None
+        bias = allow(x, ref)
+        bias += asym_slack * abs(ref - asym)
+        return bias
+
+    # |sim - asym| <= |sim - ref| + |ref - asym|: with the finite-d correction in the
+    # allowance, the finite-d claim implies this one, so it is a consistency check.
+    details.update(kind="consistency", implied_by=f"{method}-matches-finite-d")
+    return series_match_claim(cid, statement, results, method, "risk", asym_metric,
+                              error_model=model, allowance=allow_asym, se_floor=se_floor,
+                              ref_se=lambda x: finite_d(x)[1], ref_label="asymptotic value",
+                              details=details)
 
 
 _DEFAULT_RULE = ("seed noise: 3 SE (over seeds/repetitions, at least the spread of the exact "

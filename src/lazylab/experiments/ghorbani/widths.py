@@ -46,7 +46,7 @@ from lazylab.experiments.ghorbani import common as C
 from lazylab.experiments.ghorbani.verdicts import (
     gap_claim,
     lstsq_allowance,
-    match_claim,
+    risk_match_claim,
     sgd_allowance,
 )
 from lazylab.experiments.toolkit import grid_search
@@ -322,7 +322,7 @@ class WidthExperiment(Experiment):
 
     # ------------------------------------------------------------------ one unit
     def run_unit(self, p: WidthParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
         method = key["method"]
         if method not in self.methods:
             raise ValueError(f"unknown method {method!r}; allowed: {', '.join(self.methods)}")
@@ -382,7 +382,7 @@ class WidthExperiment(Experiment):
 
     def run_group(self, p: WidthParams, members: Sequence[tuple[dict[str, Any], int]],
                   group_seed: int, device: torch.device,
-                  **kw: Any) -> list[list[dict[str, Any]]]:
+                  prep: Any = None) -> list[list[dict[str, Any]]]:
         """Train every (width, step size) of the NN grid as one block-diagonal network on one
         sample stream (:func:`lazylab.train.packed.train_packed_quad`), each width initialized
         from its unit's seed, and keep each width's lowest-risk step size (ties: the first
@@ -391,7 +391,7 @@ class WidthExperiment(Experiment):
         from lazylab.train.packed import train_packed_quad
 
         if any(self.group(p, key) != "NN" for key, _ in members):
-            return super().run_group(p, members, group_seed, device, **kw)
+            return super().run_group(p, members, group_seed, device, prep=prep)
         prob = self.problem(p)
         mg = prob.kind == "mg"
         base = C.nn_lr(p.d, p.batch_size, p.nn_lr, self.nn_lr_coef)
@@ -480,7 +480,7 @@ class WidthExperiment(Experiment):
         return rows
 
     # ------------------------------------------------------------------ theory
-    def theory(self, p: WidthParams) -> list[dict[str, Any]]:
+    def theory(self, p: WidthParams, prep: Any = None) -> list[dict[str, Any]]:
         raise NotImplementedError
 
     def theory_grids(self, p: WidthParams) -> tuple[list[float], list[int], list[int]]:
@@ -552,10 +552,11 @@ class WidthExperiment(Experiment):
                                 allowance=lambda N, ref: sgd_allowance(ref),
                                 rule="seed noise: 3 SE + SGD convergence allowance 0.01 + "
                                      "0.05 ref + 0.005")
-        out = [match_claim(f"{m}-matches-finite-d", st[f"{m}-matches-finite-d"], results, m,
-                           **specs[m]) for m in self.methods]
-        out += [match_claim(f"{m}-matches-asymptotic", st[f"{m}-matches-asymptotic"], results,
-                            m, asymptotic=True, **specs[m]) for m in self.asymptotic_methods]
+        out = [risk_match_claim(f"{m}-matches-finite-d", st[f"{m}-matches-finite-d"], results,
+                                m, **specs[m]) for m in self.methods]
+        out += [risk_match_claim(f"{m}-matches-asymptotic", st[f"{m}-matches-asymptotic"],
+                                 results, m, asymptotic=True, **specs[m])
+                for m in self.asymptotic_methods]
         out.append(gap_claim("asymptotic-gap-shrinks", st["asymptotic-gap-shrinks"], results,
                              self.asymptotic_methods, bias=GAP_SLOPE_BIAS))
         return out

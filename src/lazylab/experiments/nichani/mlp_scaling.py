@@ -31,6 +31,7 @@ from lazylab.data import gaussian, nichani_fig2_target
 from lazylab.errors import InputError
 from lazylab.experiments import register
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
+from lazylab.experiments.cost import anchor
 from lazylab.experiments.nichani.common import PAPER
 from lazylab.experiments.style import method_color
 from lazylab.experiments.toolkit import (
@@ -126,8 +127,8 @@ class MlpScaling(Experiment):
 
     def cost(self, p: MlpScalingParams, scale: str = "quick") -> tuple[float, float | None]:
         """~ steps x width x sum over d of d^3 x (the i-grid up to the first hits), scaled
-        from the scale's own estimate (:meth:`Experiment.anchor`)."""
-        q, per_seed = self.anchor(scale)
+        from the scale's own estimate (:func:`lazylab.experiments.cost.anchor`)."""
+        q, per_seed = anchor(self, scale)
 
         def work(pp: MlpScalingParams) -> float:
             return pp.steps * pp.width * sum(d**3 for d in pp.ds) * sum(pp.i_grid[:5])
@@ -145,7 +146,7 @@ class MlpScaling(Experiment):
         return [{"d": int(d)} for d in p.ds]
 
     def run_unit(self, p: MlpScalingParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
         d = int(key["d"])
         f = nichani_fig2_target(d, generator=sub_generator(seed, "target"), variant=p.target)
         Xt = gaussian(p.n_test, d, generator=sub_generator(seed, "test"), dtype=torch.float64)
@@ -171,7 +172,7 @@ class MlpScaling(Experiment):
         rows.append(row(MLP, "d", d, "censored", float(res.censored)))
         return rows
 
-    def theory(self, p: MlpScalingParams) -> list[dict[str, Any]]:
+    def theory(self, p: MlpScalingParams, prep: Any = None) -> list[dict[str, Any]]:
         out = []
         for d in (min(p.ds), max(p.ds)):
             out.append(row(REF6, "d", d, "n_star", 6.0 * d * d, kind="theory"))

@@ -53,6 +53,7 @@ from pydantic import Field
 from lazylab.errors import InputError
 from lazylab.experiments import register
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
+from lazylab.experiments.cost import anchor
 from lazylab.experiments.nichani.common import (
     PAPER,
     fig1_energies,
@@ -85,6 +86,10 @@ TRAIN_TOL = 0.02
 #: the deterministic equivalent has O(n^{-1/2}) relative corrections (n = 125 at quick: ~9%)
 #: and the finite-width Gram matrix differs from the infinite-width one by O(m^{-1/2}) (~2%).
 NTK_BIAS = 0.12
+#: The allowance of the claims comparing with the NTK level (``ntk-level``, ``plateau``).
+LEVEL_BIAS_MODEL = (f"plus {NTK_BIAS:.0%} of the level for the O(n^-1/2) corrections to the "
+                    "deterministic equivalent and the O(m^-1/2) finite-width kernel (the "
+                    "ntk-ridgeless allowance, fixed before these runs); two-sided")
 #: "Neurons move far beyond the lazy regime" (Sec. 1 asks each neuron to move >> m^{-1/2}): the
 #: largest neuron of the best R3 run moves at least this many times as far as the largest neuron
 #: of the f_L-only fit.
@@ -167,13 +172,14 @@ class Regularizer(Experiment):
     def cost(self, p: RegularizerParams, scale: str = "quick") -> tuple[float, float | None]:
         """Time: the GD steps, ~ (B + 2) n m d T (B = len(lam3)), and the logged test
         evaluations, ~ (B + 2) n_test m (log points), scaled from the scale's own estimate
-        (:meth:`Experiment.anchor`; at the quick defaults 70% and 30% of the 99 s measured at
-        one thread, 32 s of it with T = 30). Memory: the (B + 2, n, m) training buffers (six)
-        and the test features, ~20 floats per test point and hidden unit (measured peaks
+        (:func:`lazylab.experiments.cost.anchor`; at the quick defaults 70% and 30% of the
+        99 s measured at one thread, 32 s of it with T = 30). Memory: the (B + 2, n, m)
+        training buffers (six) and the test features, ~20 floats per test point and hidden
+        unit (measured peaks
         1.6, 2.8 and 4.9 GB at n_test = 2000, m = 14000, n_test = 8000, each within 5% of the
         model plus the process's resident memory)."""
         n, _ = self.sizes(p)
-        q, per_seed = self.anchor(scale)
+        q, per_seed = anchor(self, scale)
         nq, _ = self.sizes(q)
         members, members_q = len(p.lam3) + 2, len(q.lam3) + 2
         work = members * n * p.m * p.d * p.steps / (members_q * nq * q.m * q.d * q.steps)
@@ -187,7 +193,7 @@ class Regularizer(Experiment):
         return [{"run": "lambda3 sweep + baselines"}]
 
     def run_unit(self, p: RegularizerParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
         self.validate(p)
         n, nk = self.sizes(p)
         dtype = torch.float32
@@ -234,7 +240,7 @@ class Regularizer(Experiment):
                        float(e2k.std() / math.sqrt(p.n_test))))
         return out
 
-    def theory(self, p: RegularizerParams) -> list[dict[str, Any]]:
+    def theory(self, p: RegularizerParams, prep: Any = None) -> list[dict[str, Any]]:
         n, _ = self.sizes(p)
         from lazylab.models.nichani import shifted_sigmoid
 
@@ -261,115 +267,134 @@ class Regularizer(Experiment):
         return best
 
     def claims(self, p: RegularizerParams, results: Results) -> list[Claim]:
-        st = self.claim_statements
-        out: list[Claim] = []
-        # interpolation
+        level = _level(results)
+        best = self._best(p, results)
+        return [self._interpolation(p, results),
+                self._ntk_ridgeless(results),
+                self._ntk_level(results, level),
+                self._plateau(results, level),
+                self._escape(results, best),
+                self._ordering(results, best),
+                self._far_from_lazy(p, results, best)]
+
+    def _interpolation(self, p: RegularizerParams, results: Results) -> Claim:
+        """Every lambda3 run ends with train loss <= TRAIN_TOL."""
         finals = {}
         for lam in p.lam3:
             meth, f = (LQ, {}) if lam == 0 else (LQR, {"lam3": lam})
             finals[lam] = final_stats(results, meth, "train_loss", **f)[0]
         worst = max(finals.values()) if finals else math.nan
-        out.append(Claim.verdict(
-            "interpolation", st["interpolation"],
+        return Claim.verdict(
+            "interpolation", self.claim_statements["interpolation"],
             bool(np.isfinite(worst) and worst <= TRAIN_TOL), worst, 0.0, TRAIN_TOL,
             error_model="optimization only: GD for T steps interpolates n << m d points; the "
                         "paper's 'near zero' read as <= 2% of the target variance E y^2 = 1",
-            details={"final_train_loss": {str(k): v for k, v in finals.items()}}))
-        # NTK ridgeless vs eigenlearning
+            details={"final_train_loss": {str(k): v for k, v in finals.items()}})
+
+    def _ntk_ridgeless(self, results: Results) -> Claim:
+        """NTK ridgeless test loss against its eigenlearning prediction."""
         mu, se, k = final_stats(results, NTK, "test_loss", "test_loss_se")
         th = results.series(NTK, "test_loss", kind="theory")
         pred = float(th.mean[-1]) if len(th.x) else math.nan
-        out.append(match_claim(
-            "ntk-ridgeless", st["ntk-ridgeless"], mu, pred, se, bias=NTK_BIAS * pred,
+        return match_claim(
+            "ntk-ridgeless", self.claim_statements["ntk-ridgeless"], mu, pred, se,
+            bias=NTK_BIAS * pred,
             error_model=f"test-set Monte Carlo SE (and seed SEM), K_SE = {K_SE:g}, plus "
                         f"{NTK_BIAS:.0%} for the O(n^-1/2) corrections to the deterministic "
                         "equivalent and the O(m^-1/2) finite-width kernel",
-            details={"seeds": k}))
-        # lambda3 = 0 ends at the NTK level (the harmonic theory line, not fitted)
-        lv = results.series(LEVEL, "test_loss", kind="theory")
-        level = float(lv.mean[-1]) if len(lv.x) else math.nan
-        bias_model = (f"plus {NTK_BIAS:.0%} of the level for the O(n^-1/2) corrections to the "
-                      "deterministic equivalent and the O(m^-1/2) finite-width kernel (the "
-                      "ntk-ridgeless allowance, fixed before these runs); two-sided")
+            details={"seeds": k})
+
+    def _ntk_level(self, results: Results, level: float) -> Claim:
+        """lambda3 = 0 ends at the NTK level (the harmonic theory line, not fitted)."""
         mu_lv, se_lv, k_lv = final_stats(results, LQ, "test_loss", "test_loss_se")
-        out.append(match_claim(
-            "ntk-level", st["ntk-level"], mu_lv, level, se_lv, bias=NTK_BIAS * level,
+        return match_claim(
+            "ntk-level", self.claim_statements["ntk-level"], mu_lv, level, se_lv,
+            bias=NTK_BIAS * level,
             error_model="final test loss of the lambda3 = 0 (f_L + f_Q) run, mean over seeds; "
                         "SE the larger of the seed SEM and the test-set Monte Carlo SE, K_SE = "
-                        f"{K_SE:g}; " + bias_model,
-            details={"seeds": k_lv}))
-        # plateau: the test loss when the train loss first reaches the low-degree level
+                        f"{K_SE:g}; " + LEVEL_BIAS_MODEL,
+            details={"seeds": k_lv})
+
+    def _plateau(self, results: Results, level: float) -> Claim:
+        """The lambda3 = 0 test loss when its train loss first reaches the low-degree level."""
+        st = self.claim_statements
         pts = plateau_points(results, LQ, level)
         vals = [v for v in pts.values() if math.isfinite(v[1])]
-        if pts and len(vals) == len(pts):
-            tests = np.array([v[1] for v in vals])
-            mc = math.sqrt(float(np.mean(np.square([v[2] for v in vals]))) / len(vals))
-            sem = float(tests.std(ddof=1) / math.sqrt(len(vals))) if len(vals) > 1 else 0.0
-            out.append(match_claim(
-                "plateau", st["plateau"], float(tests.mean()), level, max(sem, mc),
-                bias=NTK_BIAS * level, error_model=PLATEAU_DEF + f"; K_SE = {K_SE:g}; "
-                + bias_model,
-                details={"seeds": len(vals), "level": level,
-                         "per_seed": {str(s): {"x": v[0], "test": v[1], "se": v[2]}
-                                      for s, v in pts.items()}}))
-        else:
-            out.append(Claim.verdict(
+        if not pts or len(vals) != len(pts):
+            return Claim.verdict(
                 "plateau", st["plateau"], False, math.nan, level, NTK_BIAS * level,
                 error_model=PLATEAU_DEF,
                 details={"reason": "the lambda3 = 0 train loss never reached the level in "
-                                   "some seed (or no rows)", "seeds": len(pts)}))
-        # escape: best lambda3 vs lambda3 = 0 (paired over seeds: same data and init)
-        lam_b, mu_b, se_b = self._best(p, results)
-        best = (LQR, {"lam3": lam_b})
-        mu_0, se_0, _ = final_stats(results, LQ, "test_loss", "test_loss_se")
-        gap, se_gap, _ = paired_gap(results, (LQ, {}), best, "test_loss", "test_loss_se")
+                                   "some seed (or no rows)", "seeds": len(pts)})
+        tests = np.array([v[1] for v in vals])
+        mc = math.sqrt(float(np.mean(np.square([v[2] for v in vals]))) / len(vals))
+        sem = float(tests.std(ddof=1) / math.sqrt(len(vals))) if len(vals) > 1 else 0.0
+        return match_claim(
+            "plateau", st["plateau"], float(tests.mean()), level, max(sem, mc),
+            bias=NTK_BIAS * level, error_model=PLATEAU_DEF + f"; K_SE = {K_SE:g}; "
+            + LEVEL_BIAS_MODEL,
+            details={"seeds": len(vals), "level": level,
+                     "per_seed": {str(s): {"x": v[0], "test": v[1], "se": v[2]}
+                                  for s, v in pts.items()}})
+
+    def _escape(self, results: Results, best: tuple[float, float, float]) -> Claim:
+        """Best lambda3 vs lambda3 = 0 (paired over seeds: same data and init)."""
+        lam_b, mu_b, _ = best
+        mu_0 = final_stats(results, LQ, "test_loss", "test_loss_se")[0]
+        gap, se_gap, _ = paired_gap(results, (LQ, {}), (LQR, {"lam3": lam_b}), "test_loss",
+                                    "test_loss_se")
         r3_0 = final_stats(results, LQ, "R3")[0]
         r3_b = final_stats(results, LQR, "R3", lam3=lam_b)[0] if math.isfinite(lam_b) \
             else math.nan
         ratio = mu_b / mu_0 if mu_0 > 0 else math.nan
-        gap_sig = gap >= K_SE * se_gap
-        r3_ok = r3_b <= R3_RATIO * r3_0
-        held = bool(ratio <= ESCAPE_RATIO and gap_sig and r3_ok)
-        out.append(Claim.verdict(
-            "escape", st["escape"], held, ratio, ESCAPE_RATIO, 0.0,
+        held = bool(ratio <= ESCAPE_RATIO and gap >= K_SE * se_gap and r3_b <= R3_RATIO * r3_0)
+        return Claim.verdict(
+            "escape", self.claim_statements["escape"], held, ratio, ESCAPE_RATIO, 0.0,
             error_model="paired over seeds (same data and init): the SE of the per-seed gap "
                         "test(lambda3 = 0) - test(best) from its seed spread or the test-set "
                         f"Monte Carlo SEs; the gap must exceed {K_SE:g} SE and the ratio be <= "
                         f"{ESCAPE_RATIO} (one-sided, 'markedly lower'); R3 ratio <= {R3_RATIO}",
             details={"best_lam3": lam_b, "test_best": mu_b, "test_lam0": mu_0,
                      "gap": gap, "gap_se": se_gap, "gap_margin": K_SE * se_gap,
-                     "R3_best": r3_b, "R3_lam0": r3_0, "comparison": "<="}))
-        # ordering (paired)
+                     "R3_best": r3_b, "R3_lam0": r3_0, "comparison": "<="})
+
+    def _ordering(self, results: Results, best: tuple[float, float, float]) -> Claim:
+        """Test loss: best lambda3 < f_Q only < f_L only (paired over seeds)."""
+        lam_b, mu_b, _ = best
         mu_l = final_stats(results, LONLY, "test_loss")[0]
         mu_q = final_stats(results, QONLY, "test_loss")[0]
-        g1, s1, _ = paired_gap(results, (QONLY, {}), best, "test_loss", "test_loss_se")
+        g1, s1, _ = paired_gap(results, (QONLY, {}), (LQR, {"lam3": lam_b}), "test_loss",
+                               "test_loss_se")
         g2, _, _ = paired_gap(results, (LONLY, {}), (QONLY, {}), "test_loss")
-        out.append(Claim.verdict(
-            "ordering", st["ordering"], bool(g1 >= K_SE * s1 and g2 > 0), mu_b, mu_q,
-            K_SE * s1,
+        return Claim.verdict(
+            "ordering", self.claim_statements["ordering"], bool(g1 >= K_SE * s1 and g2 > 0),
+            mu_b, mu_q, K_SE * s1,
             error_model="paired over seeds: f_L+f_Q+R3 below f_Q only by "
                         f"{K_SE:g} SE of the per-seed gap; f_Q only below f_L only in mean (at "
                         "k = 1 the low-degree part has rank 1, so f_Q alone can partly "
                         "succeed: Remark 1)",
             details={"test_fL_only": mu_l, "test_fQ_only": mu_q, "test_best_R3": mu_b,
                      "gap_fQ_best": g1, "gap_se": s1, "gap_fL_fQ": g2,
-                     "comparison": "below"}))
-        # far from lazy
+                     "comparison": "below"})
+
+    def _far_from_lazy(self, p: RegularizerParams, results: Results,
+                       best: tuple[float, float, float]) -> Claim:
+        """The best lambda3 run's largest neuron moves >= LAZY_RATIO times f_L only's."""
+        lam_b = best[0]
         mv_b = final_stats(results, LQR, "max_row", lam3=lam_b)[0] if math.isfinite(lam_b) \
             else math.nan
         mv_l = final_stats(results, LONLY, "max_row")[0]
         ratio_mv = mv_b / mv_l if mv_l > 0 else math.nan
-        out.append(Claim.verdict(
-            "far-from-lazy", st["far-from-lazy"], bool(ratio_mv >= LAZY_RATIO), ratio_mv,
-            LAZY_RATIO, 0.0,
+        return Claim.verdict(
+            "far-from-lazy", self.claim_statements["far-from-lazy"],
+            bool(ratio_mv >= LAZY_RATIO), ratio_mv, LAZY_RATIO, 0.0,
             error_model="deterministic scales, same data and init: the f_L-only fit spreads its "
                         "movement over all neurons (max_r ||w_r|| ~ ||W||_F / sqrt(m) up to a "
                         "log factor) while the quadratic part concentrates it (||w_r|| ~ "
                         "m^-1/4 on the moved neurons); 'far beyond' read as a "
                         f"factor >= {LAZY_RATIO:g}",
             details={"max_row_best": mv_b, "max_row_fL_only": mv_l,
-                     "max_row_best_times_sqrt_m": mv_b * math.sqrt(p.m)}))
-        return out
+                     "max_row_best_times_sqrt_m": mv_b * math.sqrt(p.m)})
 
     # ---- figure --------------------------------------------------------------------------------
     def plot(self, p: RegularizerParams, results: Results):
@@ -430,6 +455,12 @@ PLATEAU_DEF = (
     "through V2 for the NTK); linear interpolation in log_d(eta t) between logged steps; the "
     "plateau is the test loss at t1, mean over seeds. SE: the larger of the seed SEM and the "
     "test-set Monte Carlo SE at t1 (root mean square over seeds / sqrt(seeds))")
+
+
+def _level(results: Results) -> float:
+    """The NTK level ||P_>1 f*||^2 (its theory row at the last x; nan when absent)."""
+    lv = results.series(LEVEL, "test_loss", kind="theory")
+    return float(lv.mean[-1]) if len(lv.x) else math.nan
 
 
 def plateau_points(results: Results, method: str, level: float,

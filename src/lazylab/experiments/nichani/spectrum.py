@@ -90,7 +90,7 @@ class Spectrum(Experiment):
     }
 
     # Cost guard: the unit-count estimate times the growth of each size, a lower bound
-    # (lazylab.experiments.sizing.scaled_cost).
+    # (lazylab.experiments.cost.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"N": 1, "m": 1, "m_gram": 1}
 
     def units(self, p: SpectrumParams) -> list[dict[str, Any]]:
@@ -113,7 +113,7 @@ class Spectrum(Experiment):
         return int(round(p.d_gram ** p.n_exponent))
 
     def run_unit(self, p: SpectrumParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
         if key["pane"] == "Gram":
             return self._gram(p, seed, device)
         return self._sigma(p, seed, device)
@@ -165,7 +165,7 @@ class Spectrum(Experiment):
         ev = torch.linalg.eigvalsh(TaylorFeatures.of(net, X).gram()).flip(0).cpu().numpy()
         return [row(GRAM, "index", i + 1, "eigenvalue", float(v)) for i, v in enumerate(ev)]
 
-    def theory(self, p: SpectrumParams) -> list[dict[str, Any]]:
+    def theory(self, p: SpectrumParams, prep: Any = None) -> list[dict[str, Any]]:
         act = shifted_sigmoid(p.b)
         out = []
         xi = ntk_eigenvalues(act, p.d, 3)

@@ -188,14 +188,14 @@ class TaylorExperiment(Experiment):
 
     # ---- computation -----------------------------------------------------------------------
     # Cost guard: the unit-count estimate times the growth of each size, a lower bound
-    # (lazylab.experiments.sizing.scaled_cost).
+    # (lazylab.experiments.cost.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"epochs": 1, "n_train": 1, "width": 1}
 
     def units(self, p: TaylorParams) -> list[dict[str, Any]]:
         return [{"models": "full, linear, quadratic"}]
 
     def run_unit(self, p: TaylorParams, key: dict[str, Any], seed: int,
-                 device: torch.device) -> list[dict[str, Any]]:
+                 device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
         self.validate(p)
         _, shape, Xtr, ytr, Xte, yte = self._data(p, seed, device)
         net = image_net(p.arch, shape, p.width, generator=sub_generator(seed, "init", device))
