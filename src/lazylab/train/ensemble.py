@@ -3,9 +3,11 @@
 The paper trains each (learning rate, weight decay) pair on the {1, 2, 5} x 10^k grid for 800
 epochs of SGD (momentum 0.9, batch 50, lr / 10 at half the epochs) and reports the best. Here the
 G = |lrs| x |wds| configurations share the model's initialization and the mini-batch order, so
-their trainable parameters are stacked along a leading axis and one step of all of them is one
-call of ``torch.func.vmap(torch.func.grad(loss))``: batched GEMMs instead of a Python loop over
-configurations (``bench/bench_ensemble_grid.py`` measures the ratio to one configuration).
+their trainable parameters are stacked along a leading axis and one step of all of them is
+batched GEMMs instead of a Python loop over configurations (``bench/bench_ensemble_grid.py``
+measures the ratio to one configuration): the model's hand-written stacked gradients where it
+has them (``stacked_grads``: the Sec. 8 learners, :mod:`lazylab.models.stacked`), otherwise
+one call of ``torch.func.vmap(torch.func.grad(loss))``.
 
 Each configuration follows ``torch.optim.SGD`` exactly (PyTorch semantics, dampening 0):
 
