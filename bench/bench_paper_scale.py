@@ -150,7 +150,48 @@ def ghorbani_width(exp_id: str, steps: int, device: torch.device) -> Row:
                p.sgd_steps, 1)
 
 
-BENCHES = {"ghorbani-qf-width": ghorbani_width, "ghorbani-mg-width": ghorbani_width}
+def allenzhu_grid(exp_id: str, steps: int, device: torch.device, arch: str = "3resnet",
+                  m: int = 200) -> Row:
+    """One (lr, wd) group of an Allen-Zhu learner grid at paper shapes (d = 30, k = 15, batch
+    50, ``max_group`` configurations, all layers): each configuration alone with
+    ``torch.optim.SGD`` (momentum 0.9, weight decay) against :func:`train_grid`'s step."""
+    from lazylab.experiments.allenzhu.common import make_learner
+    from lazylab.train.ensemble import train_grid
+
+    p = get_experiment(exp_id).resolve("paper")
+    k, bs = p.d // 2, p.batch_size
+    cfgs = [(lr, wd) for lr in p.lrs for wd in p.wds][:p.max_group]
+    net = make_learner(arch, p.d, k, m, untied=False, init=p.init,
+                       generator=torch_generator(0, device), device=device)
+    X = torch.randn(bs * 2 * steps, p.d, generator=torch_generator(1, device), device=device)
+    Y = torch.randn(bs * 2 * steps, k, generator=torch_generator(2, device), device=device)
+
+    def alone(n: int) -> None:
+        for lr, wd in cfgs:
+            one = make_learner(arch, p.d, k, m, untied=False, init=p.init,
+                               generator=torch_generator(0, device), device=device)
+            opt = torch.optim.SGD(one.parameters(), lr=lr, momentum=0.9, weight_decay=wd)
+            for s in range(n):
+                opt.zero_grad()
+                xb, yb = X[s * bs:(s + 1) * bs], Y[s * bs:(s + 1) * bs]
+                (one(xb) - yb).square().sum(1).mean().backward()
+                opt.step()
+
+    def batched(n: int) -> None:
+        train_grid(net, X[:n * bs], Y[:n * bs], lrs=p.lrs, wds=p.wds, epochs=1, batch_size=bs,
+                   generator=torch_generator(3, device), max_group=p.max_group)
+
+    G = len(cfgs)
+    ops_a, cpu_a, _ = measure(alone, steps, device)
+    ops_b, cpu_b, wall_b = measure(batched, steps, device)
+    # train_grid trains every configuration of the grid, len(lrs) len(wds) / G groups.
+    groups = len(p.lrs) * len(p.wds) / G
+    return Row(f"{exp_id} {arch} m={m}", G, ops_a / G, ops_b / G / groups, cpu_a,
+               cpu_b / groups, flop_per_step(batched) / groups, wall_b / groups, 0, 1)
+
+
+BENCHES = {"ghorbani-qf-width": ghorbani_width, "ghorbani-mg-width": ghorbani_width,
+           "allenzhu-performance": allenzhu_grid}
 
 
 #: Complete paper-scale runs measured on a lent H100 (docs/paper-scale.md, sections 1, 3, 5,
