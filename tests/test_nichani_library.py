@@ -320,6 +320,23 @@ def test_batched_training_equals_separate_runs():
     assert batched.metrics["train_loss"][-1, 0] < batched.metrics["train_loss"][0, 0]
 
 
+def test_blocked_test_evaluation_equals_the_whole_one(monkeypatch):
+    """The logged test loss, evaluated a block of rows at a time (one Z = X W^T per block for
+    f_L and f_Q), is ml f_L + mq f_Q of the whole set to 1e-12 in float64, blocks of 7 rows
+    (a ragged last block) and a single block alike."""
+    from lazylab.train.nichani import gd
+
+    net, X, g = _setup(d=8, m=40, n=30)
+    feats = TaylorFeatures.of(net, X)
+    W = 0.3 * torch.randn(3, net.width, net.d, generator=g, dtype=F64)
+    ml = torch.tensor([[1.0], [1.0], [0.0]], dtype=F64)
+    mq = torch.tensor([[1.0], [0.0], [1.0]], dtype=F64)
+    whole = ml * feats.f_L(W) + mq * feats.f_Q(W)
+    for elems in (3 * 40 * 7, 1 << 22):
+        monkeypatch.setattr(gd, "EVAL_BLOCK_ELEMS", elems)
+        torch.testing.assert_close(gd._predict(feats, W, ml, mq), whole, rtol=0, atol=1e-12)
+
+
 def test_fused_step_branch_equals_the_buffered_step(monkeypatch):
     """The GPU's fused branch of taylor_step_grad (here with the uncompiled functions that
     torch.compile fuses) gives the buffered path's gradient, f and f_L to 1e-12 in float64,

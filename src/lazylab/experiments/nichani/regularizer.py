@@ -68,6 +68,7 @@ from lazylab.solve import kernel_ridge
 from lazylab.theory.nichani import ntk_level, ridgeless_risk
 from lazylab.train.history import log_spaced_steps
 from lazylab.train.nichani import R3Empirical, train_taylor
+from lazylab.train.nichani.gd import EVAL_BLOCK_ELEMS
 
 __all__ = ["Regularizer", "RegularizerParams"]
 
@@ -174,10 +175,8 @@ class Regularizer(Experiment):
         evaluations, ~ (B + 2) n_test m (log points), scaled from the scale's own estimate
         (:func:`lazylab.experiments.cost.anchor`; at the quick defaults 70% and 30% of the
         99 s measured at one thread, 32 s of it with T = 30). Memory: the (B + 2, n, m)
-        training buffers (six) and the test features, ~20 floats per test point and hidden
-        unit (measured peaks
-        1.6, 2.8 and 4.9 GB at n_test = 2000, m = 14000, n_test = 8000, each within 5% of the
-        model plus the process's resident memory)."""
+        training buffers (six), the test features D1, D2 (n_test, m) and two blocks of the
+        blocked test evaluation (:data:`lazylab.train.nichani.gd.EVAL_BLOCK_ELEMS`)."""
         n, _ = self.sizes(p)
         q, per_seed = anchor(self, scale)
         nq, _ = self.sizes(q)
@@ -185,7 +184,7 @@ class Regularizer(Experiment):
         work = members * n * p.m * p.d * p.steps / (members_q * nq * q.m * q.d * q.steps)
         evals = (members * p.n_test * p.m * p.log_points
                  / (members_q * q.n_test * q.m * q.log_points))
-        peak = 4 * members * n * p.m * 6 + 4 * p.n_test * p.m * (3 * members + 2)
+        peak = 4 * members * n * p.m * 6 + 4 * p.n_test * p.m * 2 + 4 * 2 * EVAL_BLOCK_ELEMS
         return per_seed * (0.7 * work + 0.3 * evals), float(peak)
 
     # ---- computation -----------------------------------------------------------------------
