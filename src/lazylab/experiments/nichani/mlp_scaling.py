@@ -21,6 +21,7 @@ comes with a Student-t factor, 5.5 at 5 degrees of freedom), i in {1, 2, 4, 8, 1
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import torch
@@ -43,6 +44,8 @@ from lazylab.experiments.toolkit import (
     sub_generator,
 )
 from lazylab.train import fit
+from lazylab.train.meter import loop_steps
+from lazylab.train.mlp_gd import gd_relu_mlp
 
 __all__ = ["MlpScaling", "MlpScalingParams", "relu_mlp"]
 
@@ -69,6 +72,29 @@ def relu_mlp(d: int, width: int, *, generator: torch.Generator,
                                              device=generator.device, dtype=dtype) - 1) * bound)
             lin.bias.zero_()
     return net
+
+
+@dataclass
+class _Trained:
+    net: nn.Module
+    loss: float
+
+
+def _train(p: MlpScalingParams, d: int, n: int, X: torch.Tensor, y: torch.Tensor, seed: int,
+           device: torch.device) -> _Trained:
+    """The network for n samples trained by full-batch GD with momentum
+    (:func:`lazylab.train.mlp_gd.gd_relu_mlp`: ``fit``'s update with the gradients written
+    out); a run that diverges is repeated through ``fit``, which reports it as ``fit`` does."""
+    def init() -> nn.Module:
+        return relu_mlp(d, p.width, generator=sub_generator(seed, f"init-n{n}", device))
+
+    net = init()
+    loss = gd_relu_mlp(net, X, y, lr=p.lr, steps=loop_steps(p.steps), momentum=p.momentum)
+    if not math.isfinite(loss):
+        net = init()
+        h = fit(net, data=(X, y), lr=p.lr, steps=p.steps, momentum=p.momentum, log_points=1)
+        loss = float(h.train_loss[-1])
+    return _Trained(net, loss)
 
 
 class MlpScalingParams(ExperimentParams):
@@ -157,13 +183,11 @@ class MlpScaling(Experiment):
         def evaluate(n: int) -> float:
             X = gaussian(n, d, generator=sub_generator(seed, f"train-n{n}"), dtype=torch.float64)
             y = f(X).to(device, torch.float32).unsqueeze(1)
-            net = relu_mlp(d, p.width, generator=sub_generator(seed, f"init-n{n}", device))
-            h = fit(net, data=(X.to(device, torch.float32), y), lr=p.lr, steps=p.steps,
-                    momentum=p.momentum, log_points=1)
+            train = _train(p, d, n, X.to(device, torch.float32), y, seed, device)
             with torch.no_grad():
-                err = float(((net(Xt).squeeze(1) - yt) ** 2).mean())
+                err = float(((train.net(Xt).squeeze(1) - yt) ** 2).mean())
             rows.append(row(MLP, "n", n, "test_loss", err, d=d))
-            rows.append(row(MLP, "n", n, "train_loss", float(h.train_loss[-1]), d=d))
+            rows.append(row(MLP, "n", n, "train_loss", train.loss, d=d))
             return err
 
         grid = sorted({max(1, int(round(i * d * d))) for i in p.i_grid})
