@@ -258,12 +258,46 @@ def test_stacked_grads_equal_autograd_per_configuration(arch):
             assert torch.allclose(grads[n][g], a, atol=1e-12, rtol=0), (arch, n)
 
 
-@pytest.mark.parametrize("arch,trainable", [("3resnet", "all"), ("3resnet", "hidden"),
-                                            ("3resnet-untied", "last"), ("3layer", "all"),
-                                            ("3layer", "first"), ("2layer", "all")])
-def test_stacked_grid_equals_the_vmap_grid(arch, trainable, monkeypatch):
-    """train_grid through the hand-written stacked gradients = through vmap(grad), float64,
-    to 1e-10, a diverging step size included (the same configurations drop out)."""
+@pytest.mark.parametrize("arch", list(_learners()))
+def test_stacked_ntk_grads_equal_autograd_of_the_taylor_model(arch):
+    """The hand-written gradients of the first-order Taylor model at theta0 (the "(NTK)"
+    mode) equal autograd through torch.func.jvp of f_lin(theta) = f(theta0) + J (theta -
+    theta0), per configuration, to 1e-12 (only the trained names move from theta0)."""
+    net = _learners()[arch]()
+    G = 3
+    trained = dict(net.named_parameters())
+    base = {**trained, **dict(net.named_buffers())}
+    base = {n: v.detach() for n, v in base.items()}
+    params = {n: v + (0.3 * torch.randn(G, *v.shape, generator=gen(38), dtype=F64)
+                      if n in trained else 0.0 * v.expand(G, *v.shape))
+              for n, v in base.items()}
+    X = torch.randn(9, 7, generator=gen(39), dtype=F64)
+    Y = torch.randn(9, 3, generator=gen(40), dtype=F64)
+    grads, loss = net.stacked_ntk_grads(params, base, X, Y)
+
+    def f(ps):
+        return torch.func.functional_call(net, {**base, **ps}, (X,))
+
+    for g in range(G):
+        ps = {n: params[n][g].clone().requires_grad_(True) for n in trained}
+        delta = {n: ps[n] - base[n] for n in trained}
+        out0, tangent = torch.func.jvp(f, ({n: base[n] for n in trained},), (delta,))
+        lg = (out0 + tangent - Y).square().sum(1).mean()
+        assert abs(float(loss[g]) - float(lg.detach())) < 1e-12
+        auto = torch.autograd.grad(lg, list(ps.values()))
+        for n, a in zip(ps, auto, strict=True):
+            assert torch.allclose(grads[n][g], a, atol=1e-12, rtol=0), (arch, n)
+
+
+@pytest.mark.parametrize("arch,trainable,linearize", [
+    ("3resnet", "all", False), ("3resnet", "hidden", False), ("3resnet-untied", "last", False),
+    ("3layer", "all", False), ("3layer", "first", False), ("2layer", "all", False),
+    ("3resnet", "all", True), ("3resnet-untied", "all", True), ("3resnet-full", "all", True),
+    ("3layer", "all", True), ("2layer", "first", True)])
+def test_stacked_grid_equals_the_vmap_grid(arch, trainable, linearize, monkeypatch):
+    """train_grid through the hand-written stacked gradients = through vmap(grad) (and
+    vmap(grad(jvp)) for the "(NTK)" mode), float64, to 1e-10, a diverging step size included
+    (the same configurations drop out)."""
     from lazylab.train.ensemble import STACKED_ENV
 
     net = _learners()[arch]()
@@ -275,7 +309,8 @@ def test_stacked_grid_equals_the_vmap_grid(arch, trainable, monkeypatch):
     for flag in ("1", "0"):
         monkeypatch.setenv(STACKED_ENV, flag)
         runs.append(train_grid(net, X, Y, lrs=[0.02, 0.1, 1e4], wds=[0.0, 1e-2],
-                               trainable=names, epochs=4, batch_size=10, generator=gen(37)))
+                               trainable=names, epochs=4, batch_size=10, linearize=linearize,
+                               generator=gen(37)))
     fast, ref = runs
     for n in names:
         a, b = fast.params[n].flatten(1), ref.params[n].flatten(1)

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from lazylab.models.resnet import _param, init_std
-from lazylab.models.stacked import mlp2_grads, mlp3_grads
+from lazylab.models.stacked import mlp2_grads, mlp2_ntk_grads, mlp3_grads, mlp3_ntk_grads
 
 __all__ = ["MLP2", "MLP3", "SignOutputNet"]
 
@@ -64,6 +64,13 @@ class MLP2(nn.Module):
         (:func:`lazylab.models.stacked.mlp2_grads`)."""
         return mlp2_grads(params, X, Y)
 
+    def stacked_ntk_grads(self, params: Mapping[str, torch.Tensor],
+                          base: Mapping[str, torch.Tensor], X: torch.Tensor,
+                          Y: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """The same for the first-order Taylor model at ``base``
+        (:func:`lazylab.models.stacked.mlp2_ntk_grads`)."""
+        return mlp2_ntk_grads(params, base, X, Y)
+
 
 class MLP3(nn.Module):
     """out(x) = A sigma(U sigma(W x + b1) + b2); U in R^{m x m}."""
@@ -98,6 +105,13 @@ class MLP3(nn.Module):
         """Gradients and losses of G stacked copies on one batch
         (:func:`lazylab.models.stacked.mlp3_grads`)."""
         return mlp3_grads(params, X, Y)
+
+    def stacked_ntk_grads(self, params: Mapping[str, torch.Tensor],
+                          base: Mapping[str, torch.Tensor], X: torch.Tensor,
+                          Y: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """The same for the first-order Taylor model at ``base``
+        (:func:`lazylab.models.stacked.mlp3_ntk_grads`)."""
+        return mlp3_ntk_grads(params, base, X, Y)
 
 
 class SignOutputNet(nn.Module):

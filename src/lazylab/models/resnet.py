@@ -30,7 +30,7 @@ from functools import partial
 import torch
 from torch import nn
 
-from lazylab.models.stacked import resnet3_grads
+from lazylab.models.stacked import resnet3_grads, resnet3_ntk_grads
 
 __all__ = ["ResNet3", "init_std"]
 
@@ -151,6 +151,13 @@ class ResNet3(nn.Module):
         """Gradients and losses of G stacked copies on one batch
         (:func:`lazylab.models.stacked.resnet3_grads`)."""
         return resnet3_grads(params, X, Y)
+
+    def stacked_ntk_grads(self, params: Mapping[str, torch.Tensor],
+                          base: Mapping[str, torch.Tensor], X: torch.Tensor,
+                          Y: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """The same for the first-order Taylor model at ``base``
+        (:func:`lazylab.models.stacked.resnet3_ntk_grads`)."""
+        return resnet3_ntk_grads(params, base, X, Y)
 
     def extra_repr(self) -> str:
         return f"d={self.d}, k={self.k}, m={self.m}, form={self.form}, tied={self.tied}"

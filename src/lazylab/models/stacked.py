@@ -4,9 +4,9 @@ A hyper-parameter grid (:func:`lazylab.train.ensemble.train_grid`) trains G copi
 network that differ only in their parameters, each on the same mini-batch. For the ReLU
 learners of Sec. 8 (:class:`~lazylab.models.mlp.MLP2`, :class:`~lazylab.models.mlp.MLP3`,
 :class:`~lazylab.models.resnet.ResNet3`) the forward and backward passes of all G copies are a
-few batched GEMMs (``bmm`` over the leading axis), written out here: about 3x fewer tensor
-operations than ``torch.func.vmap(torch.func.grad(...))`` of the same step (each launches one
-kernel on a GPU) and about 1.5x less CPU time at the quick scale's sizes.
+few batched GEMMs, written out here: about half the tensor operations of
+``torch.func.vmap(torch.func.grad(...))`` of the same step (each launches one kernel on a GPU)
+and 1.2-1.6x less CPU time at the quick scale's sizes.
 
 Every function takes ``params``, name -> (G, *shape) tensor (every parameter and buffer of
 the module, stacked), a shared batch X (B, d) and targets Y (B, k), and returns the gradients
@@ -15,33 +15,47 @@ of the per-configuration loss
     L_g = (1/B) sum_b ||out_g(x_b) - y_b||^2
 
 (the loss of :func:`~lazylab.train.ensemble.train_grid`) for every parameter name, and the
-losses (G,). With r = out - y and go = (2/B) r, the chain rule through a ReLU layer
-h = sigma(z), z = W x + b reads gW = (go' * 1[z > 0])^T x and gb = sum_b (go' * 1[z > 0]),
-where go' is the gradient reaching h; 1[z > 0] is the ReLU derivative autograd uses.
+losses (G,). With go = dL/dout = (2/B)(out - y), a ReLU layer h = sigma(z), z = W x + b takes
+gW = (gh * 1[z > 0])^T x and gb = sum_b (gh * 1[z > 0]), gh the gradient reaching h
+(1[z > 0] is the ReLU derivative autograd uses).
+
+The "(NTK)" mode trains the first-order Taylor model at theta0 (Sec. 8.1),
+out_lin(theta) = out(theta0) + J(theta0) (theta - theta0): its forward adds the tangent of
+every layer at theta0 (the jvp), and its gradient J(theta0)^T go is the backward pass above
+with the activations of theta0, shared by all G (``*_ntk_grads``, given ``base`` = theta0).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 
-__all__ = ["mlp2_grads", "mlp3_grads", "resnet3_grads"]
+__all__ = ["mlp2_grads", "mlp2_ntk_grads", "mlp3_grads", "mlp3_ntk_grads", "resnet3_grads",
+           "resnet3_ntk_grads"]
 
 Params = Mapping[str, torch.Tensor]
 Grads = tuple[dict[str, torch.Tensor], torch.Tensor]
+Acts = dict[str, torch.Tensor]
+
+
+def _T(W: torch.Tensor) -> torch.Tensor:
+    return W.transpose(-1, -2)
 
 
 def _affine(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """z_g = x_g W_g^T + b_g for every g: (G, B, out); x is (B, in) shared or (G, B, in)."""
+    """z = x W^T + b: (B, out) for an unstacked W (out, in), (G, B, out) for a stacked one;
+    x is (B, in) or (G, B, in)."""
+    if W.dim() == 2 and x.dim() == 2:
+        return torch.addmm(b, x, W.T)
     if x.dim() == 2:
         x = x.expand(W.shape[0], *x.shape)
-    return torch.baddbmm(b.unsqueeze(1), x, W.transpose(1, 2))
+    return torch.baddbmm(b.unsqueeze(-2), x, _T(W))
 
 
 def _outer(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """sum_b g_gb x_gb^T: (G, out, in) from g (G, B, out) and x (B, in) shared or (G, B, in)."""
-    return torch.matmul(g.transpose(1, 2), x)
+    """sum_b g_gb x_b^T: (G, out, in) from g (G, B, out) and x (B, in) or (G, B, in)."""
+    return torch.matmul(_T(g), x)
 
 
 def _residual(out: torch.Tensor, Y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -50,38 +64,138 @@ def _residual(out: torch.Tensor, Y: torch.Tensor) -> tuple[torch.Tensor, torch.T
     return r.square().sum(2).mean(1), r.mul_(2.0 / Y.shape[0])
 
 
-def _relu_layer(gh: torch.Tensor, z: torch.Tensor, x: torch.Tensor, W: str, b: str,
-                grads: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Gradients of h = sigma(x W^T + b) given dL/dh: stores gW, gb; returns dL/dz."""
+def _relu_back(gh: torch.Tensor, z: torch.Tensor, x: torch.Tensor, W: str, b: str,
+               grads: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Gradients of h = sigma(x W^T + b) given dL/dh (overwritten): stores gW, gb and returns
+    dL/dz."""
     gz = gh.mul_(z > 0)
     grads[W] = _outer(gz, x)
-    grads[b] = gz.sum(1)
+    grads[b] = gz.sum(-2)
     return gz
+
+
+def _delta(params: Params, base: Params) -> dict[str, torch.Tensor]:
+    """theta - theta0 for every stacked name (zero for the fixed ones, which equal theta0)."""
+    return {n: params[n] - base[n] for n in base}
+
+
+# ------------------------------------------------------------------------------- MLP2
+def _mlp2_fwd(P: Params, X: torch.Tensor) -> tuple[torch.Tensor, Acts]:
+    z1 = _affine(X, P["W"], P["b1"])
+    h1 = z1.clamp_min(0)
+    return torch.matmul(h1, _T(P["A"])), {"z1": z1, "h1": h1}
+
+
+def _mlp2_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor) -> dict[str, torch.Tensor]:
+    grads = {"A": _outer(go, a["h1"])}
+    _relu_back(torch.matmul(go, P["A"]), a["z1"], X, "W", "b1", grads)
+    return grads
+
+
+def _mlp2_tan(a: Acts, P: Params, dP: Params, X: torch.Tensor) -> torch.Tensor:
+    t1 = _affine(X, dP["W"], dP["b1"]).mul_(a["z1"] > 0)
+    return torch.matmul(a["h1"], _T(dP["A"])) + torch.matmul(t1, _T(P["A"]))
+
+
+# ------------------------------------------------------------------------------- MLP3
+def _mlp3_fwd(P: Params, X: torch.Tensor) -> tuple[torch.Tensor, Acts]:
+    z1 = _affine(X, P["W"], P["b1"])
+    h1 = z1.clamp_min(0)
+    z2 = _affine(h1, P["U"], P["b2"])
+    h2 = z2.clamp_min(0)
+    return torch.matmul(h2, _T(P["A"])), {"z1": z1, "h1": h1, "z2": z2, "h2": h2}
+
+
+def _mlp3_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor) -> dict[str, torch.Tensor]:
+    grads = {"A": _outer(go, a["h2"])}
+    gz2 = _relu_back(torch.matmul(go, P["A"]), a["z2"], a["h1"], "U", "b2", grads)
+    _relu_back(torch.matmul(gz2, P["U"]), a["z1"], X, "W", "b1", grads)
+    return grads
+
+
+def _mlp3_tan(a: Acts, P: Params, dP: Params, X: torch.Tensor) -> torch.Tensor:
+    t1 = _affine(X, dP["W"], dP["b1"]).mul_(a["z1"] > 0)
+    t2 = _affine(a["h1"], dP["U"], dP["b2"]) + torch.matmul(t1, _T(P["U"]))
+    t2.mul_(a["z2"] > 0)
+    return torch.matmul(a["h2"], _T(dP["A"])) + torch.matmul(t2, _T(P["A"]))
+
+
+# ------------------------------------------------------------------------------- ResNet3
+def _inner(P: Params) -> torch.Tensor:
+    """A_in: the frozen copy where the module has one (untied), else A (tied)."""
+    return P["A_in"] if "A_in" in P else P["A"]
+
+
+def _resnet_fwd(P: Params, X: torch.Tensor) -> tuple[torch.Tensor, Acts]:
+    z1 = _affine(X, P["W"], P["b1"])
+    h1 = z1.clamp_min(0)
+    x2 = h1 if "U" in P else torch.matmul(h1, _T(_inner(P)))     # the hidden block's input
+    z2 = _affine(x2, P["U"] if "U" in P else P["V"], P["b2"])
+    f = h1 + z2.clamp_min(0)
+    return torch.matmul(f, _T(P["A"])), {"z1": z1, "h1": h1, "x2": x2, "z2": z2, "f": f}
+
+
+def _resnet_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor
+                 ) -> dict[str, torch.Tensor]:
+    full = "U" in P
+    W2 = P["U"] if full else P["V"]
+    grads = {"A": _outer(go, a["f"])}
+    gf = torch.matmul(go, P["A"])
+    gz2 = _relu_back(gf.clone(), a["z2"], a["x2"], "U" if full else "V", "b2", grads)
+    gx2 = torch.matmul(gz2, W2)
+    if full:
+        gh1 = gf.add_(gx2)
+    else:
+        if "A_in" not in P:  # tied: A is also the inner A
+            grads["A"] = grads["A"] + _outer(gx2, a["h1"])
+        gh1 = gf.add_(torch.matmul(gx2, _inner(P)))
+    _relu_back(gh1, a["z1"], X, "W", "b1", grads)
+    return grads
+
+
+def _resnet_tan(a: Acts, P: Params, dP: Params, X: torch.Tensor) -> torch.Tensor:
+    full = "U" in P
+    t1 = _affine(X, dP["W"], dP["b1"]).mul_(a["z1"] > 0)
+    if full:
+        tx2, W2, dW2 = t1, P["U"], dP["U"]
+    else:
+        tx2 = torch.matmul(t1, _T(_inner(P)))
+        if "A_in" not in P:
+            tx2 = tx2 + torch.matmul(a["h1"], _T(dP["A"]))
+        W2, dW2 = P["V"], dP["V"]
+    t2 = _affine(a["x2"], dW2, dP["b2"]) + torch.matmul(tx2, _T(W2))
+    t2.mul_(a["z2"] > 0)
+    return torch.matmul(a["f"], _T(dP["A"])) + torch.matmul(t1.add_(t2), _T(P["A"]))
+
+
+# ------------------------------------------------------------------------------- the steps
+Fwd = Callable[[Params, torch.Tensor], tuple[torch.Tensor, Acts]]
+Back = Callable[[torch.Tensor, Acts, Params, torch.Tensor], dict[str, torch.Tensor]]
+Tan = Callable[[Acts, Params, Params, torch.Tensor], torch.Tensor]
+
+
+def _grads(fwd: Fwd, back: Back, params: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
+    out, acts = fwd(params, X)
+    loss, go = _residual(out, Y)
+    return back(go, acts, params, X), loss
+
+
+def _ntk_grads(fwd: Fwd, back: Back, tan: Tan, params: Params, base: Params,
+               X: torch.Tensor, Y: torch.Tensor) -> Grads:
+    out0, acts0 = fwd(base, X)                      # at theta0, shared by the G members
+    out = tan(acts0, base, _delta(params, base), X).add_(out0)
+    loss, go = _residual(out, Y)
+    return back(go, acts0, base, X), loss
 
 
 def mlp2_grads(params: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
     """out = A sigma(W x + b1) (:class:`~lazylab.models.mlp.MLP2`)."""
-    W, b1, A = params["W"], params["b1"], params["A"]
-    z1 = _affine(X, W, b1)
-    h1 = z1.clamp_min(0)
-    loss, go = _residual(torch.bmm(h1, A.transpose(1, 2)), Y)
-    grads = {"A": _outer(go, h1)}
-    _relu_layer(torch.bmm(go, A), z1, X, "W", "b1", grads)
-    return grads, loss
+    return _grads(_mlp2_fwd, _mlp2_back, params, X, Y)
 
 
 def mlp3_grads(params: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
     """out = A sigma(U sigma(W x + b1) + b2) (:class:`~lazylab.models.mlp.MLP3`)."""
-    W, b1, U, b2, A = (params[n] for n in ("W", "b1", "U", "b2", "A"))
-    z1 = _affine(X, W, b1)
-    h1 = z1.clamp_min(0)
-    z2 = _affine(h1, U, b2)
-    h2 = z2.clamp_min(0)
-    loss, go = _residual(torch.bmm(h2, A.transpose(1, 2)), Y)
-    grads = {"A": _outer(go, h2)}
-    gz2 = _relu_layer(torch.bmm(go, A), z2, h1, "U", "b2", grads)
-    _relu_layer(torch.bmm(gz2, U), z1, X, "W", "b1", grads)
-    return grads, loss
+    return _grads(_mlp3_fwd, _mlp3_back, params, X, Y)
 
 
 def resnet3_grads(params: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
@@ -89,27 +203,19 @@ def resnet3_grads(params: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
     Eq. 2.1): z2 = U h1 + b2 (full form, ``U`` in params) or z2 = V A_in h1 + b2 (bottleneck,
     Sec. 6; A_in = A when ``A_in`` is not in params, i.e. tied, and then A gets both paths'
     gradients)."""
-    W, b1, b2, A = (params[n] for n in ("W", "b1", "b2", "A"))
-    tied = "A_in" not in params
-    z1 = _affine(X, W, b1)
-    h1 = z1.clamp_min(0)
-    if "U" in params:
-        x2, W2, name2 = h1, params["U"], "U"
-    else:
-        x2 = torch.bmm(h1, (A if tied else params["A_in"]).transpose(1, 2))  # o1 (G, B, k)
-        W2, name2 = params["V"], "V"
-    z2 = _affine(x2, W2, b2)
-    f = h1 + z2.clamp_min(0)
-    loss, go = _residual(torch.bmm(f, A.transpose(1, 2)), Y)
-    gf = torch.bmm(go, A)
-    grads = {"A": _outer(go, f)}
-    gz2 = _relu_layer(gf.clone(), z2, x2, name2, "b2", grads)
-    gx2 = torch.bmm(gz2, W2)
-    if name2 == "U":
-        gh1 = gf.add_(gx2)
-    else:
-        if tied:
-            grads["A"] = grads["A"].baddbmm_(gx2.transpose(1, 2), h1)
-        gh1 = gf.baddbmm_(gx2, A if tied else params["A_in"])
-    _relu_layer(gh1, z1, X, "W", "b1", grads)
-    return grads, loss
+    return _grads(_resnet_fwd, _resnet_back, params, X, Y)
+
+
+def mlp2_ntk_grads(params: Params, base: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
+    """:func:`mlp2_grads` of the first-order Taylor model at ``base`` (unstacked theta0)."""
+    return _ntk_grads(_mlp2_fwd, _mlp2_back, _mlp2_tan, params, base, X, Y)
+
+
+def mlp3_ntk_grads(params: Params, base: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
+    """:func:`mlp3_grads` of the first-order Taylor model at ``base`` (unstacked theta0)."""
+    return _ntk_grads(_mlp3_fwd, _mlp3_back, _mlp3_tan, params, base, X, Y)
+
+
+def resnet3_ntk_grads(params: Params, base: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
+    """:func:`resnet3_grads` of the first-order Taylor model at ``base`` (unstacked theta0)."""
+    return _ntk_grads(_resnet_fwd, _resnet_back, _resnet_tan, params, base, X, Y)

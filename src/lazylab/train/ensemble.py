@@ -305,16 +305,21 @@ def _batched_grad(fwd):
 STACKED_ENV = "LAZYLAB_STACKED_GRADS"
 
 
-def _stacked_grad(model: nn.Module, fixed: dict[str, torch.Tensor], names: list[str]):
+def _stacked_grad(model: nn.Module, fixed: dict[str, torch.Tensor],
+                  theta0: dict[str, torch.Tensor], linearize: bool):
     """The model's hand-written gradients of G stacked configurations
-    (:mod:`lazylab.models.stacked`) with the :func:`_batched_grad` interface: the fixed
-    tensors are broadcast to the live configurations, only the trainable names returned."""
-    fn = model.stacked_grads
+    (:mod:`lazylab.models.stacked`; of its Taylor model at theta0 when ``linearize``) with
+    the :func:`_batched_grad` interface: the fixed tensors are broadcast to the live
+    configurations, only the trainable names returned."""
+    names, base = list(theta0), {**fixed, **theta0}
 
     def step(views: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor):
         G = next(iter(views.values())).shape[0]
         params = {**{n: t.expand(G, *t.shape) for n, t in fixed.items()}, **views}
-        grads, loss = fn(params, xb, yb)
+        if linearize:
+            grads, loss = model.stacked_ntk_grads(params, base, xb, yb)
+        else:
+            grads, loss = model.stacked_grads(params, xb, yb)
         return {n: grads[n] for n in names}, loss
 
     return step
@@ -322,11 +327,11 @@ def _stacked_grad(model: nn.Module, fixed: dict[str, torch.Tensor], names: list[
 
 def _step_grad(model: nn.Module, fixed: dict[str, torch.Tensor],
                theta0: dict[str, torch.Tensor], linearize: bool, Y: torch.Tensor):
-    """Hand-written stacked gradients where the model has them (not for the linearized model,
-    nor for 1-d targets), else ``vmap(grad)`` of its forward."""
-    if (not linearize and Y.dim() == 2 and hasattr(model, "stacked_grads")
-            and os.environ.get(STACKED_ENV, "1") != "0"):
-        return _stacked_grad(model, fixed, list(theta0))
+    """Hand-written stacked gradients where the model has them (not for 1-d targets), else
+    ``vmap(grad)`` of its forward."""
+    has = hasattr(model, "stacked_ntk_grads" if linearize else "stacked_grads")
+    if has and Y.dim() == 2 and os.environ.get(STACKED_ENV, "1") != "0":
+        return _stacked_grad(model, fixed, theta0, linearize)
     return _batched_grad(_forward_fn(model, fixed, theta0, linearize))
 
 
