@@ -176,7 +176,8 @@ class Regularizer(Experiment):
         (:func:`lazylab.experiments.cost.anchor`; at the quick defaults 87% and 13% of the
         80 s measured at one thread: 34 s with 1500 steps instead of 4500). Memory: the
         (B + 2, n, m) training buffers (six), the test features D1, D2 (n_test, m) and two
-        blocks of the blocked test evaluation (:data:`lazylab.train.nichani.gd.EVAL_BLOCK_ELEMS`)."""
+        blocks of the blocked test evaluation
+        (:data:`lazylab.train.nichani.gd.EVAL_BLOCK_ELEMS`)."""
         n, _ = self.sizes(p)
         q, per_seed = anchor(self, scale)
         nq, _ = self.sizes(q)
