@@ -158,6 +158,22 @@ def test_mlp_scaling_claims_hold_at_d2_and_fail_at_d3():
     assert bad["slope-2"].failed and bad["not-cubic"].failed
 
 
+def test_mlp_scaling_not_cubic_is_inconclusive_when_its_allowance_reaches_the_gap():
+    """Four d values scattered +-40% around d^2: the upper allowance k SE exceeds 1 (the gap
+    to d^3), so "not-cubic" says nothing (a slope of exactly 2 would fail it too); the same
+    scatter around d^3 on the quick grid's seven d values still fails."""
+    exp = get_experiment("nichani-mlp-scaling")
+    p = exp.resolve("quick")
+    rows = [{**row("ReLU MLP", "d", d, "n_star", 10.0 * d**2 * w), "seed": 0}
+            for d, w in zip((4, 6, 8, 10), (1.4, 0.6, 1.4, 0.6), strict=True)]
+    c = _claims(exp, p, Results(rows))["not-cubic"]
+    assert c.status == "not_applicable" and "inconclusive" in c.details["reason"]
+    rows = [{**row("ReLU MLP", "d", d, "n_star", 10.0 * d**3 * w), "seed": 0}
+            for d, w in zip((4, 5, 6, 7, 8, 10, 12), (1.1, 0.9, 1.1, 0.9, 1.1, 0.9, 1.0),
+                            strict=True)]
+    assert _claims(exp, p, Results(rows))["not-cubic"].failed
+
+
 # ----------------------------------------------------------------------------- Taylor
 def _taylor_table(lin_dist, quad_dist, lin_test, quad_test) -> Results:
     rows = []

@@ -56,7 +56,8 @@ REF6, REF3 = "n = 6 d^2", "n = d^3"
 SLOPE_BIAS = 0.3
 #: "slope-2" is inconclusive (not applicable) when its tolerance exceeds 1, the distance to the
 #: competing cubic law: such a fit could not tell d^2 from d^3 (one seed on the quick grid gives
-#: a t-widened tolerance ~1.4; "not-cubic" is then the discriminating claim).
+#: a t-widened tolerance ~1.4; "not-cubic" is then the discriminating claim). "not-cubic" is
+#: inconclusive when its own allowance reaches 1 (then even a slope of exactly 2 would fail).
 SLOPE_RESOLUTION = 1.0
 
 
@@ -228,6 +229,15 @@ class MlpScaling(Experiment):
             return out
         se = fitres.se
         k = k_eff(K_SE, fitres.points - 2)
+        if k * se >= SLOPE_RESOLUTION:
+            # Even the predicted slope 2 could not pass slope + k SE < 3: the fit cannot tell
+            # the two laws apart, so it says nothing either way.
+            out.append(Claim.not_applicable(
+                "not-cubic", st["not-cubic"], f"inconclusive: slope {fitres.slope:.3g} with "
+                f"upper allowance {k * se:.3g} (k = {k:.3g} x SE {se:.3g} from "
+                f"{fitres.points} points) is at least the distance {SLOPE_RESOLUTION:g} "
+                "between d^2 and d^3; more d values or seeds needed"))
+            return out
         held = bool(math.isfinite(fitres.slope) and fitres.slope + k * se < 3.0)
         out.append(Claim.verdict(
             "not-cubic", st["not-cubic"], held, fitres.slope, 3.0, k * se,
