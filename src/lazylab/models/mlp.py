@@ -15,14 +15,19 @@ std 1/(sqrt(fan_in) + sqrt(fan_out)). ``param_groups()``: "first" = (W, b1), "hi
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from functools import partial
 
 import torch
 from torch import nn
 
 from lazylab.models.resnet import _param, init_std
-from lazylab.models.stacked import mlp2_grads, mlp2_ntk_grads, mlp3_grads, mlp3_ntk_grads
+from lazylab.models.stacked import (
+    StackedGrads,
+    mlp2_grads,
+    mlp2_ntk_grads,
+    mlp3_grads,
+    mlp3_ntk_grads,
+)
 
 __all__ = ["MLP2", "MLP3", "SignOutputNet"]
 
@@ -33,8 +38,10 @@ def _check(**sizes: int) -> None:
             raise ValueError(f"{name} must be a positive integer; got {v!r}")
 
 
-class MLP2(nn.Module):
+class MLP2(StackedGrads, nn.Module):
     """out(x) = A sigma(W x + b); W in R^{m x d}, A in R^{k x m}."""
+
+    stacked_fns = (mlp2_grads, mlp2_ntk_grads)
 
     def __init__(self, d: int, k: int, m: int, *, init: str = "normal",
                  generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32,
@@ -58,22 +65,13 @@ class MLP2(nn.Module):
         """"first" = (W, b1), "last" = (A,), "all"."""
         return {"first": [self.W, self.b1], "last": [self.A], "all": list(self.parameters())}
 
-    def stacked_grads(self, params: Mapping[str, torch.Tensor], X: torch.Tensor,
-                      Y: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        """Gradients and losses of G stacked copies on one batch
-        (:func:`lazylab.models.stacked.mlp2_grads`)."""
-        return mlp2_grads(params, X, Y)
-
-    def stacked_ntk_grads(self, params: Mapping[str, torch.Tensor],
-                          base: Mapping[str, torch.Tensor], X: torch.Tensor,
-                          Y: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        """The same for the first-order Taylor model at ``base``
-        (:func:`lazylab.models.stacked.mlp2_ntk_grads`)."""
-        return mlp2_ntk_grads(params, base, X, Y)
 
 
-class MLP3(nn.Module):
+
+class MLP3(StackedGrads, nn.Module):
     """out(x) = A sigma(U sigma(W x + b1) + b2); U in R^{m x m}."""
+
+    stacked_fns = (mlp3_grads, mlp3_ntk_grads)
 
     def __init__(self, d: int, k: int, m: int, *, init: str = "normal",
                  generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32,
@@ -100,18 +98,7 @@ class MLP3(nn.Module):
         return {"first": [self.W, self.b1], "hidden": [self.U, self.b2], "last": [self.A],
                 "all": list(self.parameters())}
 
-    def stacked_grads(self, params: Mapping[str, torch.Tensor], X: torch.Tensor,
-                      Y: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        """Gradients and losses of G stacked copies on one batch
-        (:func:`lazylab.models.stacked.mlp3_grads`)."""
-        return mlp3_grads(params, X, Y)
 
-    def stacked_ntk_grads(self, params: Mapping[str, torch.Tensor],
-                          base: Mapping[str, torch.Tensor], X: torch.Tensor,
-                          Y: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        """The same for the first-order Taylor model at ``base``
-        (:func:`lazylab.models.stacked.mlp3_ntk_grads`)."""
-        return mlp3_ntk_grads(params, base, X, Y)
 
 
 class SignOutputNet(nn.Module):

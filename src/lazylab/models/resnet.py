@@ -24,13 +24,12 @@ sigma = ReLU with derivative 1[z >= 0] in :meth:`ResNet3.manual_grads`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from functools import partial
 
 import torch
 from torch import nn
 
-from lazylab.models.stacked import resnet3_grads, resnet3_ntk_grads
+from lazylab.models.stacked import StackedGrads, resnet3_grads, resnet3_ntk_grads
 
 __all__ = ["ResNet3", "init_std"]
 
@@ -52,7 +51,7 @@ def _param(shape: tuple[int, ...], std: float, g: torch.Generator | None, dtype:
     return nn.Parameter(std * torch.randn(shape, generator=g, dtype=dtype, device=device))
 
 
-class ResNet3(nn.Module):
+class ResNet3(StackedGrads, nn.Module):
     """Three-layer ResNet out(x) = A(sigma(W x + b1) + sigma(U sigma(W x + b1) + b2)).
 
     Parameters
@@ -63,6 +62,8 @@ class ResNet3(nn.Module):
     init : ``"normal"`` (N(0, 1/m) entries, biases included) or ``"fan"`` (footnote 15).
     generator, dtype, device : where the random init comes from and lives.
     """
+
+    stacked_fns = (resnet3_grads, resnet3_ntk_grads)
 
     A_in: torch.Tensor  # the frozen inner copy of A (a buffer; bottleneck with tied=False)
 
@@ -146,18 +147,7 @@ class ResNet3(nn.Module):
             grads["A"] = grads["A"] + g_inner.T @ h1
         return grads
 
-    def stacked_grads(self, params: Mapping[str, torch.Tensor], X: torch.Tensor,
-                      Y: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        """Gradients and losses of G stacked copies on one batch
-        (:func:`lazylab.models.stacked.resnet3_grads`)."""
-        return resnet3_grads(params, X, Y)
 
-    def stacked_ntk_grads(self, params: Mapping[str, torch.Tensor],
-                          base: Mapping[str, torch.Tensor], X: torch.Tensor,
-                          Y: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        """The same for the first-order Taylor model at ``base``
-        (:func:`lazylab.models.stacked.resnet3_ntk_grads`)."""
-        return resnet3_ntk_grads(params, base, X, Y)
 
     def extra_repr(self) -> str:
         return f"d={self.d}, k={self.k}, m={self.m}, form={self.form}, tied={self.tied}"

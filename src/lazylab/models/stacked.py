@@ -28,11 +28,12 @@ with the activations of theta0, shared by all G (``*_ntk_grads``, given ``base``
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import ClassVar
 
 import torch
 
-__all__ = ["mlp2_grads", "mlp2_ntk_grads", "mlp3_grads", "mlp3_ntk_grads", "resnet3_grads",
-           "resnet3_ntk_grads"]
+__all__ = ["StackedGrads", "mlp2_grads", "mlp2_ntk_grads", "mlp3_grads", "mlp3_ntk_grads",
+           "resnet3_grads", "resnet3_ntk_grads"]
 
 Params = Mapping[str, torch.Tensor]
 Grads = tuple[dict[str, torch.Tensor], torch.Tensor]
@@ -219,3 +220,20 @@ def mlp3_ntk_grads(params: Params, base: Params, X: torch.Tensor, Y: torch.Tenso
 def resnet3_ntk_grads(params: Params, base: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
     """:func:`resnet3_grads` of the first-order Taylor model at ``base`` (unstacked theta0)."""
     return _ntk_grads(_resnet_fwd, _resnet_back, _resnet_tan, params, base, X, Y)
+
+
+class StackedGrads:
+    """Mixin of a module whose G stacked copies have hand-written gradients: a subclass names
+    its pair of functions in ``stacked_fns`` (the network's, its Taylor model's);
+    :func:`~lazylab.train.ensemble.train_grid` calls these methods where they exist."""
+
+    stacked_fns: ClassVar[tuple[Callable[..., Grads], Callable[..., Grads]]]
+
+    def stacked_grads(self, params: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
+        """Gradients and losses of G stacked copies on one batch."""
+        return type(self).stacked_fns[0](params, X, Y)
+
+    def stacked_ntk_grads(self, params: Params, base: Params, X: torch.Tensor,
+                          Y: torch.Tensor) -> Grads:
+        """The same for the first-order Taylor model at ``base`` (unstacked theta0)."""
+        return type(self).stacked_fns[1](params, base, X, Y)
