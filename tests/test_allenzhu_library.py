@@ -325,6 +325,29 @@ def test_stacked_grid_equals_the_vmap_grid(arch, trainable, linearize, monkeypat
     assert torch.allclose(fast.train_loss[sane], ref.train_loss[sane], atol=1e-10, rtol=0)
 
 
+@pytest.mark.parametrize("arch,linearize", [("3resnet", False), ("3resnet", True),
+                                           ("3resnet-untied", True), ("3resnet-full", True),
+                                           ("3layer", True), ("2layer", False)])
+def test_stacked_predictions_equal_the_vmap_predictions(arch, linearize, monkeypatch):
+    """GridRun.predict through the hand-written stacked forward (the Taylor model's for the
+    "(NTK)" mode) = vmap of the module's forward (of its jvp), float64, to 1e-12, a diverged
+    configuration's NaN rows included."""
+    from lazylab.train.ensemble import STACKED_ENV
+
+    net = _learners()[arch]()
+    X = torch.randn(30, 7, generator=gen(41), dtype=F64)
+    Y = torch.randn(30, 3, generator=gen(42), dtype=F64)
+    run = train_grid(net, X, Y, lrs=[0.05, 1e4], wds=[0.0, 1e-2], epochs=3, batch_size=10,
+                     linearize=linearize, generator=gen(43))
+    Xt = torch.randn(17, 7, generator=gen(44), dtype=F64)
+    fast = run.predict(Xt)
+    monkeypatch.setenv(STACKED_ENV, "0")
+    ref = run.predict(Xt)
+    assert fast.shape == ref.shape == (4, 17, 3)
+    assert torch.equal(fast.isnan(), ref.isnan())
+    assert torch.allclose(fast.nan_to_num(), ref.nan_to_num(), atol=1e-12, rtol=1e-12)
+
+
 def test_diverged_configurations_drop_out_and_the_rest_are_unchanged():
     """A step size that overflows in the first epochs is left out from then on (NaN
     parameters, NaN losses, infinite error); the others equal their runs alone to 1e-10."""

@@ -21,13 +21,7 @@ import torch
 from torch import nn
 
 from lazylab.models.resnet import _param, init_std
-from lazylab.models.stacked import (
-    StackedGrads,
-    mlp2_grads,
-    mlp2_ntk_grads,
-    mlp3_grads,
-    mlp3_ntk_grads,
-)
+from lazylab.models.stacked import MLP2_PASSES, MLP3_PASSES, StackedGrads
 
 __all__ = ["MLP2", "MLP3", "SignOutputNet"]
 
@@ -41,7 +35,7 @@ def _check(**sizes: int) -> None:
 class MLP2(StackedGrads, nn.Module):
     """out(x) = A sigma(W x + b); W in R^{m x d}, A in R^{k x m}."""
 
-    stacked_fns = (mlp2_grads, mlp2_ntk_grads)
+    stacked_passes = MLP2_PASSES
 
     def __init__(self, d: int, k: int, m: int, *, init: str = "normal",
                  generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32,
@@ -71,7 +65,7 @@ class MLP2(StackedGrads, nn.Module):
 class MLP3(StackedGrads, nn.Module):
     """out(x) = A sigma(U sigma(W x + b1) + b2); U in R^{m x m}."""
 
-    stacked_fns = (mlp3_grads, mlp3_ntk_grads)
+    stacked_passes = MLP3_PASSES
 
     def __init__(self, d: int, k: int, m: int, *, init: str = "normal",
                  generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32,

@@ -29,7 +29,7 @@ from functools import partial
 import torch
 from torch import nn
 
-from lazylab.models.stacked import StackedGrads, resnet3_grads, resnet3_ntk_grads
+from lazylab.models.stacked import RESNET3_PASSES, StackedGrads
 
 __all__ = ["ResNet3", "init_std"]
 
@@ -63,7 +63,7 @@ class ResNet3(StackedGrads, nn.Module):
     generator, dtype, device : where the random init comes from and lives.
     """
 
-    stacked_fns = (resnet3_grads, resnet3_ntk_grads)
+    stacked_passes = RESNET3_PASSES
 
     A_in: torch.Tensor  # the frozen inner copy of A (a buffer; bottleneck with tied=False)
 

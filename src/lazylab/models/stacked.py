@@ -28,16 +28,21 @@ with the activations of theta0, shared by all G (``*_ntk_grads``, given ``base``
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
-__all__ = ["StackedGrads", "mlp2_grads", "mlp2_ntk_grads", "mlp3_grads", "mlp3_ntk_grads",
+__all__ = ["MLP2_PASSES", "MLP3_PASSES", "Passes", "RESNET3_PASSES", "StackedGrads",
+           "stacked_forward", "mlp2_grads", "mlp2_ntk_grads", "mlp3_grads", "mlp3_ntk_grads",
            "resnet3_grads", "resnet3_ntk_grads"]
 
 Params = Mapping[str, torch.Tensor]
 Grads = tuple[dict[str, torch.Tensor], torch.Tensor]
 Acts = dict[str, torch.Tensor]
+Fwd = Callable[[Params, torch.Tensor], tuple[torch.Tensor, Acts]]
+Back = Callable[[torch.Tensor, Acts, Params, torch.Tensor], dict[str, torch.Tensor]]
+Tan = Callable[[Acts, Params, Params, torch.Tensor], torch.Tensor]
 
 
 def _T(W: torch.Tensor) -> torch.Tensor:
@@ -170,9 +175,6 @@ def _resnet_tan(a: Acts, P: Params, dP: Params, X: torch.Tensor) -> torch.Tensor
 
 
 # ------------------------------------------------------------------------------- the steps
-Fwd = Callable[[Params, torch.Tensor], tuple[torch.Tensor, Acts]]
-Back = Callable[[torch.Tensor, Acts, Params, torch.Tensor], dict[str, torch.Tensor]]
-Tan = Callable[[Acts, Params, Params, torch.Tensor], torch.Tensor]
 
 
 def _grads(fwd: Fwd, back: Back, params: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
@@ -187,6 +189,16 @@ def _ntk_grads(fwd: Fwd, back: Back, tan: Tan, params: Params, base: Params,
     out = tan(acts0, base, _delta(params, base), X).add_(out0)
     loss, go = _residual(out, Y)
     return back(go, acts0, base, X), loss
+
+
+def stacked_forward(fwd: Fwd, tan: Tan, params: Params, X: torch.Tensor,
+                    base: Params | None = None) -> torch.Tensor:
+    """Outputs (G, n, k) of G stacked copies at inputs X; of their first-order Taylor models
+    at ``base`` when given (out(theta0) + J (theta - theta0))."""
+    if base is None:
+        return fwd(params, X)[0]
+    out0, acts0 = fwd(base, X)
+    return tan(acts0, base, _delta(params, base), X).add_(out0)
 
 
 def mlp2_grads(params: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
@@ -222,18 +234,40 @@ def resnet3_ntk_grads(params: Params, base: Params, X: torch.Tensor, Y: torch.Te
     return _ntk_grads(_resnet_fwd, _resnet_back, _resnet_tan, params, base, X, Y)
 
 
-class StackedGrads:
-    """Mixin of a module whose G stacked copies have hand-written gradients: a subclass names
-    its pair of functions in ``stacked_fns`` (the network's, its Taylor model's);
-    :func:`~lazylab.train.ensemble.train_grid` calls these methods where they exist."""
+@dataclass(frozen=True)
+class Passes:
+    """A learner's forward pass, backward pass and tangent (jvp) pass over G stacked copies."""
 
-    stacked_fns: ClassVar[tuple[Callable[..., Grads], Callable[..., Grads]]]
+    fwd: Fwd
+    back: Back
+    tan: Tan
+
+
+MLP2_PASSES = Passes(_mlp2_fwd, _mlp2_back, _mlp2_tan)
+MLP3_PASSES = Passes(_mlp3_fwd, _mlp3_back, _mlp3_tan)
+RESNET3_PASSES = Passes(_resnet_fwd, _resnet_back, _resnet_tan)
+
+
+class StackedGrads:
+    """Mixin of a module whose G stacked copies have hand-written passes: a subclass names
+    them in ``stacked_passes``; :func:`~lazylab.train.ensemble.train_grid` and
+    :meth:`~lazylab.train.ensemble.GridRun.predict` use these methods where they exist."""
+
+    stacked_passes: ClassVar[Passes]
 
     def stacked_grads(self, params: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
         """Gradients and losses of G stacked copies on one batch."""
-        return type(self).stacked_fns[0](params, X, Y)
+        s = type(self).stacked_passes
+        return _grads(s.fwd, s.back, params, X, Y)
 
     def stacked_ntk_grads(self, params: Params, base: Params, X: torch.Tensor,
                           Y: torch.Tensor) -> Grads:
         """The same for the first-order Taylor model at ``base`` (unstacked theta0)."""
-        return type(self).stacked_fns[1](params, base, X, Y)
+        s = type(self).stacked_passes
+        return _ntk_grads(s.fwd, s.back, s.tan, params, base, X, Y)
+
+    def stacked_forward(self, params: Params, X: torch.Tensor,
+                        base: Params | None = None) -> torch.Tensor:
+        """Outputs (G, n, k) of G stacked copies (of their Taylor models at ``base``)."""
+        s = type(self).stacked_passes
+        return stacked_forward(s.fwd, s.tan, params, X, base)

@@ -109,12 +109,26 @@ class GridRun:
     def _fn(self):
         return _forward_fn(self.model, self.fixed, self.theta0, self.linearize)
 
+    def _stacked_forward(self):
+        """The model's hand-written forward of all G (of their Taylor models when
+        linearized) as ``fn(params, X)``, or None (then vmap of the module's forward)."""
+        if not hasattr(self.model, "stacked_forward") or \
+                os.environ.get(STACKED_ENV, "1") == "0":
+            return None
+        base = {**self.fixed, **self.theta0} if self.linearize else None
+
+        def fn(params: dict[str, torch.Tensor], X: torch.Tensor) -> torch.Tensor:
+            G = next(iter(params.values())).shape[0]
+            full = {**{n: t.expand(G, *t.shape) for n, t in self.fixed.items()}, **params}
+            return self.model.stacked_forward(full, X, base)
+        return fn
+
     @torch.no_grad()
     def predict(self, X: torch.Tensor, *, chunk: int = 8192) -> torch.Tensor:
         """Outputs of every configuration, (G, n, ...), ``chunk`` rows of X at a time or
         fewer: a hidden activation of all G configurations on a chunk (G x rows x width,
         width the largest parameter dimension) stays within :data:`ACTIVATION_ELEMENTS`."""
-        fn = vmap(self._fn(), in_dims=(0, None))
+        fn = self._stacked_forward() or vmap(self._fn(), in_dims=(0, None))
         width = max((max(t.shape[1:]) for t in self.params.values() if t.dim() > 1),
                     default=1)
         rows = max(1, min(int(chunk), ACTIVATION_ELEMENTS // (len(self.configs) * width)))
