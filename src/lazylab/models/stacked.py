@@ -23,6 +23,20 @@ The "(NTK)" mode trains the first-order Taylor model at theta0 (Sec. 8.1),
 out_lin(theta) = out(theta0) + J(theta0) (theta - theta0): its forward adds the tangent of
 every layer at theta0 (the jvp), and its gradient J(theta0)^T go is the backward pass above
 with the activations of theta0, shared by all G (``*_ntk_grads``, given ``base`` = theta0).
+
+Each learner is one :class:`Passes` triple (forward, backward, tangent); a module names its
+triple and inherits :class:`StackedGrads`, whose ``stacked_grads``, ``stacked_ntk_grads`` and
+``stacked_forward`` the grid trainer and its predictions call.
+
+Example
+-------
+>>> from lazylab.models.mlp import MLP2
+>>> net = MLP2(4, 2, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+>>> params = {n: v.detach().expand(3, *v.shape) for n, v in net.named_parameters()}
+>>> X = torch.randn(5, 4, dtype=torch.float64)
+>>> out = net.stacked_forward(params, X)
+>>> out.shape, bool(torch.allclose(out[0], net(X)))
+(torch.Size([3, 5, 2]), True)
 """
 
 from __future__ import annotations
