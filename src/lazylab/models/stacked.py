@@ -63,6 +63,12 @@ def _T(W: torch.Tensor) -> torch.Tensor:
     return W.transpose(-1, -2)
 
 
+def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b: ``bmm`` when both are stacked (G, ., .) (matmul would add broadcasting views
+    around the same kernel), else ``matmul`` (a shared operand broadcasts)."""
+    return torch.bmm(a, b) if a.dim() == 3 and b.dim() == 3 else torch.matmul(a, b)
+
+
 def _affine(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """z = x W^T + b: (B, out) for an unstacked W (out, in), (G, B, out) for a stacked one;
     x is (B, in) or (G, B, in)."""
@@ -75,7 +81,7 @@ def _affine(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def _outer(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """sum_b g_gb x_b^T: (G, out, in) from g (G, B, out) and x (B, in) or (G, B, in)."""
-    return torch.matmul(_T(g), x)
+    return _mm(_T(g), x)
 
 
 def _residual(out: torch.Tensor, Y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -103,18 +109,18 @@ def _delta(params: Params, base: Params) -> dict[str, torch.Tensor]:
 def _mlp2_fwd(P: Params, X: torch.Tensor) -> tuple[torch.Tensor, Acts]:
     z1 = _affine(X, P["W"], P["b1"])
     h1 = z1.clamp_min(0)
-    return torch.matmul(h1, _T(P["A"])), {"z1": z1, "h1": h1}
+    return _mm(h1, _T(P["A"])), {"z1": z1, "h1": h1}
 
 
 def _mlp2_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor) -> dict[str, torch.Tensor]:
     grads = {"A": _outer(go, a["h1"])}
-    _relu_back(torch.matmul(go, P["A"]), a["z1"], X, "W", "b1", grads)
+    _relu_back(_mm(go, P["A"]), a["z1"], X, "W", "b1", grads)
     return grads
 
 
 def _mlp2_tan(a: Acts, P: Params, dP: Params, X: torch.Tensor) -> torch.Tensor:
     t1 = _affine(X, dP["W"], dP["b1"]).mul_(a["z1"] > 0)
-    return torch.matmul(a["h1"], _T(dP["A"])) + torch.matmul(t1, _T(P["A"]))
+    return _mm(a["h1"], _T(dP["A"])) + _mm(t1, _T(P["A"]))
 
 
 # ------------------------------------------------------------------------------- MLP3
@@ -123,21 +129,21 @@ def _mlp3_fwd(P: Params, X: torch.Tensor) -> tuple[torch.Tensor, Acts]:
     h1 = z1.clamp_min(0)
     z2 = _affine(h1, P["U"], P["b2"])
     h2 = z2.clamp_min(0)
-    return torch.matmul(h2, _T(P["A"])), {"z1": z1, "h1": h1, "z2": z2, "h2": h2}
+    return _mm(h2, _T(P["A"])), {"z1": z1, "h1": h1, "z2": z2, "h2": h2}
 
 
 def _mlp3_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor) -> dict[str, torch.Tensor]:
     grads = {"A": _outer(go, a["h2"])}
-    gz2 = _relu_back(torch.matmul(go, P["A"]), a["z2"], a["h1"], "U", "b2", grads)
-    _relu_back(torch.matmul(gz2, P["U"]), a["z1"], X, "W", "b1", grads)
+    gz2 = _relu_back(_mm(go, P["A"]), a["z2"], a["h1"], "U", "b2", grads)
+    _relu_back(_mm(gz2, P["U"]), a["z1"], X, "W", "b1", grads)
     return grads
 
 
 def _mlp3_tan(a: Acts, P: Params, dP: Params, X: torch.Tensor) -> torch.Tensor:
     t1 = _affine(X, dP["W"], dP["b1"]).mul_(a["z1"] > 0)
-    t2 = _affine(a["h1"], dP["U"], dP["b2"]) + torch.matmul(t1, _T(P["U"]))
+    t2 = _affine(a["h1"], dP["U"], dP["b2"]) + _mm(t1, _T(P["U"]))
     t2.mul_(a["z2"] > 0)
-    return torch.matmul(a["h2"], _T(dP["A"])) + torch.matmul(t2, _T(P["A"]))
+    return _mm(a["h2"], _T(dP["A"])) + _mm(t2, _T(P["A"]))
 
 
 # ------------------------------------------------------------------------------- ResNet3
@@ -149,10 +155,10 @@ def _inner(P: Params) -> torch.Tensor:
 def _resnet_fwd(P: Params, X: torch.Tensor) -> tuple[torch.Tensor, Acts]:
     z1 = _affine(X, P["W"], P["b1"])
     h1 = z1.clamp_min(0)
-    x2 = h1 if "U" in P else torch.matmul(h1, _T(_inner(P)))     # the hidden block's input
+    x2 = h1 if "U" in P else _mm(h1, _T(_inner(P)))     # the hidden block's input
     z2 = _affine(x2, P["U"] if "U" in P else P["V"], P["b2"])
     f = h1 + z2.clamp_min(0)
-    return torch.matmul(f, _T(P["A"])), {"z1": z1, "h1": h1, "x2": x2, "z2": z2, "f": f}
+    return _mm(f, _T(P["A"])), {"z1": z1, "h1": h1, "x2": x2, "z2": z2, "f": f}
 
 
 def _resnet_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor
@@ -160,15 +166,15 @@ def _resnet_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor
     full = "U" in P
     W2 = P["U"] if full else P["V"]
     grads = {"A": _outer(go, a["f"])}
-    gf = torch.matmul(go, P["A"])
+    gf = _mm(go, P["A"])
     gz2 = _relu_back(gf.clone(), a["z2"], a["x2"], "U" if full else "V", "b2", grads)
-    gx2 = torch.matmul(gz2, W2)
+    gx2 = _mm(gz2, W2)
     if full:
         gh1 = gf.add_(gx2)
     else:
         if "A_in" not in P:  # tied: A is also the inner A
             grads["A"] = grads["A"] + _outer(gx2, a["h1"])
-        gh1 = gf.add_(torch.matmul(gx2, _inner(P)))
+        gh1 = gf.add_(_mm(gx2, _inner(P)))
     _relu_back(gh1, a["z1"], X, "W", "b1", grads)
     return grads
 
@@ -179,13 +185,13 @@ def _resnet_tan(a: Acts, P: Params, dP: Params, X: torch.Tensor) -> torch.Tensor
     if full:
         tx2, W2, dW2 = t1, P["U"], dP["U"]
     else:
-        tx2 = torch.matmul(t1, _T(_inner(P)))
+        tx2 = _mm(t1, _T(_inner(P)))
         if "A_in" not in P:
-            tx2 = tx2 + torch.matmul(a["h1"], _T(dP["A"]))
+            tx2 = tx2 + _mm(a["h1"], _T(dP["A"]))
         W2, dW2 = P["V"], dP["V"]
-    t2 = _affine(a["x2"], dW2, dP["b2"]) + torch.matmul(tx2, _T(W2))
+    t2 = _affine(a["x2"], dW2, dP["b2"]) + _mm(tx2, _T(W2))
     t2.mul_(a["z2"] > 0)
-    return torch.matmul(a["f"], _T(dP["A"])) + torch.matmul(t1.add_(t2), _T(P["A"]))
+    return _mm(a["f"], _T(dP["A"])) + _mm(t1.add_(t2), _T(P["A"]))
 
 
 # ------------------------------------------------------------------------------- the steps

@@ -184,13 +184,30 @@ class _Flat:
     def __init__(self, theta0: dict[str, torch.Tensor], G: int):
         self.names = list(theta0)
         self.shapes = [theta0[nm].shape for nm in self.names]
+        self.sizes = [int(math.prod(s)) for s in self.shapes]
         self.data = torch.cat([theta0[nm].reshape(1, -1).expand(G, -1) for nm in self.names],
                               dim=1).contiguous()
-        self.sizes = [int(math.prod(s)) for s in self.shapes]
+
+    @property
+    def data(self) -> torch.Tensor:
+        return self._data
+
+    @data.setter
+    def data(self, value: torch.Tensor) -> None:
+        # The parameters' views stay valid through in-place updates; a new tensor needs new
+        # ones (made once, not every step: each view is an operation).
+        self._data = value
+        self._views: dict[str, torch.Tensor] | None = None
 
     def views(self, data: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """name -> (G, *shape) view of ``data`` (default: the parameters)."""
-        base = self.data if data is None else data
+        if data is None:
+            if self._views is None:
+                self._views = self._split(self._data)
+            return self._views
+        return self._split(data)
+
+    def _split(self, base: torch.Tensor) -> dict[str, torch.Tensor]:
         out, off = {}, 0
         for nm, shape, k in zip(self.names, self.shapes, self.sizes, strict=True):
             out[nm] = base[:, off:off + k].view(base.shape[0], *shape)
