@@ -251,7 +251,7 @@ def test_xor_nstar_faster_inconclusive_when_tolerance_exceeds_the_gap():
     c = {c.id: c for c in exp.claims(p, res)}["nstar-faster"]
     assert c.status == "not_applicable", c
     reason = c.details["reason"]
-    assert reason.startswith("inconclusive") and "predicted gap 1" in reason, reason
+    assert reason.startswith("inconclusive") and "distance 1 between" in reason, reason
 
 
 def test_xor_nstar_faster_fails_on_equal_laws_at_a_normal_tolerance():

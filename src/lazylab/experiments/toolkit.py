@@ -49,6 +49,7 @@ __all__ = [
     "slope_claim",
     "smallest_n",
     "sub_generator",
+    "unresolved",
 ]
 
 #: Standard errors allowed in every statistical comparison (about 0.3% two-sided false alarms
@@ -321,6 +322,29 @@ def loglog_fit(x: Sequence[float], y: Sequence[float],
     return SlopeFit(b, se_seed, c, len(xa), False)
 
 
+def unresolved(cid: str, statement: str, measured: float, tolerance: float,
+               resolution: float, *, what: str, how: str, laws: str) -> Claim | None:
+    """The claim as inconclusive (``Claim.not_applicable``) when its ``tolerance`` is wider than
+    ``resolution``, the distance between the predicted law and the nearest competing one: such
+    a test could not tell the two apart (the prediction itself might fail it, or the
+    competitor pass it); None otherwise, and then the caller decides the verdict.
+
+    ``what`` names the measured number, ``how`` says where the tolerance comes from, ``laws``
+    names the two laws.
+
+    >>> unresolved("s", "", 1.4, 1.7, 1.0, what="slope", how="4 points",
+    ...            laws="d^2 and d^3").details["reason"][:44]
+    'inconclusive: slope 1.4 with tolerance 1.7 ('
+    >>> unresolved("s", "", 1.9, 0.4, 1.0, what="slope", how="", laws="") is None
+    True
+    """
+    if not (math.isfinite(measured) and tolerance > resolution):
+        return None
+    return Claim.not_applicable(
+        cid, statement, f"inconclusive: {what} {measured:.3g} with tolerance {tolerance:.3g} "
+        f"({how}) is wider than the distance {resolution:g} between {laws}; more points needed")
+
+
 def slope_claim(cid: str, statement: str, x: Sequence[float], y: Sequence[float],
                 expected: float, *, bias: float, error_model: str,
                 sem: Sequence[float] | None = None, k_se: float = K_SE,
@@ -364,11 +388,12 @@ def slope_claim(cid: str, statement: str, x: Sequence[float], y: Sequence[float]
     se = fit.se if math.isfinite(fit.se) else 0.0
     k = k_eff(k_se, fit.points - 2) if fit.from_residuals else k_se
     tol = float(bias) + k * se
-    if resolution is not None and math.isfinite(fit.slope) and tol > resolution:
-        return Claim.not_applicable(
-            cid, statement, f"inconclusive: slope {fit.slope:.3g} with tolerance {tol:.3g} "
-            f"(bias {bias:g} + {k:.3g} x SE {se:.3g} from {fit.points} points) is wider than "
-            f"the distance {resolution:g} to the nearest competing law; more points needed")
+    undecided = None if resolution is None else unresolved(
+        cid, statement, fit.slope, tol, resolution, what="slope",
+        how=f"bias {bias:g} + {k:.3g} x SE {se:.3g} from {fit.points} points",
+        laws="the predicted law and the nearest competing one")
+    if undecided is not None:
+        return undecided
     held = math.isfinite(fit.slope) and abs(fit.slope - expected) <= tol
     info = {"se": se, "bias": float(bias), "k_se": k, "se_from_residuals": fit.from_residuals,
             "intercept": fit.intercept,

@@ -65,6 +65,7 @@ from lazylab.experiments.toolkit import (
     slope_claim,
     smallest_n,
     sub_generator,
+    unresolved,
 )
 from lazylab.kernels import ntk
 from lazylab.models import QuadraticModel, SignRandomizedNet
@@ -211,11 +212,11 @@ def _nstar_faster(p: XorParams, series: dict[str, Series], statement: str) -> Cl
     se = math.hypot(fits[NTK].se, fits[RAND].se)
     k = k_eff(K_SE, max(fits[NTK].points - 2, 1))
     gap = XOR_NSTAR_SLOPES[NTK] - XOR_NSTAR_SLOPES[RAND]
-    if math.isfinite(diff) and k * se > gap:
-        return Claim.not_applicable(
-            cid, statement, f"inconclusive: slope difference {diff:.3g} with tolerance "
-            f"{k * se:.3g} ({k:.3g} x SE {se:.3g} from {len(both)} d values) is wider than the "
-            f"predicted gap {gap:g} between n* ~ d^2 and n* ~ d; more d values needed")
+    undecided = unresolved(cid, statement, diff, k * se, gap, what="slope difference",
+                           how=f"{k:.3g} x SE {se:.3g} from {len(both)} d values",
+                           laws="n* ~ d^2 and n* ~ d (the predicted gap)")
+    if undecided is not None:
+        return undecided
     return Claim.verdict(
         cid, statement, math.isfinite(diff) and diff > k * se, diff, 0.0, k * se,
         error_model="seed noise and grid: residual SEs of the two fits in quadrature, "

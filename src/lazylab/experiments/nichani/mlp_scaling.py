@@ -42,6 +42,7 @@ from lazylab.experiments.toolkit import (
     slope_claim,
     smallest_n,
     sub_generator,
+    unresolved,
 )
 from lazylab.train import fit
 from lazylab.train.meter import loop_steps
@@ -57,7 +58,7 @@ SLOPE_BIAS = 0.3
 #: "slope-2" is inconclusive (not applicable) when its tolerance exceeds 1, the distance to the
 #: competing cubic law: such a fit could not tell d^2 from d^3 (one seed on the quick grid gives
 #: a t-widened tolerance ~1.4; "not-cubic" is then the discriminating claim). "not-cubic" is
-#: inconclusive when its own allowance reaches 1 (then even a slope of exactly 2 would fail).
+#: inconclusive when its own allowance exceeds 1 (then even a slope of exactly 2 would fail).
 SLOPE_RESOLUTION = 1.0
 
 
@@ -229,14 +230,13 @@ class MlpScaling(Experiment):
             return out
         se = fitres.se
         k = k_eff(K_SE, fitres.points - 2)
-        if k * se >= SLOPE_RESOLUTION:
-            # Even the predicted slope 2 could not pass slope + k SE < 3: the fit cannot tell
-            # the two laws apart, so it says nothing either way.
-            out.append(Claim.not_applicable(
-                "not-cubic", st["not-cubic"], f"inconclusive: slope {fitres.slope:.3g} with "
-                f"upper allowance {k * se:.3g} (k = {k:.3g} x SE {se:.3g} from "
-                f"{fitres.points} points) is at least the distance {SLOPE_RESOLUTION:g} "
-                "between d^2 and d^3; more d values or seeds needed"))
+        # Past the resolution even the predicted slope 2 would fail slope + k SE < 3.
+        undecided = unresolved("not-cubic", st["not-cubic"], fitres.slope, k * se,
+                               SLOPE_RESOLUTION, what="slope",
+                               how=f"{k:.3g} x SE {se:.3g} from {fitres.points} points",
+                               laws="d^2 and d^3")
+        if undecided is not None:
+            out.append(undecided)
             return out
         held = bool(math.isfinite(fitres.slope) and fitres.slope + k * se < 3.0)
         out.append(Claim.verdict(
