@@ -8,9 +8,9 @@ few batched GEMMs, written out here: about half the tensor operations of
 ``torch.func.vmap(torch.func.grad(...))`` of the same step (each launches one kernel on a GPU)
 and 1.2-1.6x less CPU time at the quick scale's sizes.
 
-Every function takes ``params``, name -> (G, *shape) tensor (every parameter and buffer of
-the module, stacked), a shared batch X (B, d) and targets Y (B, k), and returns the gradients
-of the per-configuration loss
+Each pass takes ``params``, name -> (G, *shape) tensor (every parameter and buffer of the
+module, stacked), and a shared batch X (B, d); with targets Y (B, k), ``stacked_grads``
+returns the gradients of the per-configuration loss
 
     L_g = (1/B) sum_b ||out_g(x_b) - y_b||^2
 
@@ -22,7 +22,8 @@ gW = (gh * 1[z > 0])^T x and gb = sum_b (gh * 1[z > 0]), gh the gradient reachin
 The "(NTK)" mode trains the first-order Taylor model at theta0 (Sec. 8.1),
 out_lin(theta) = out(theta0) + J(theta0) (theta - theta0): its forward adds the tangent of
 every layer at theta0 (the jvp), and its gradient J(theta0)^T go is the backward pass above
-with the activations of theta0, shared by all G (``*_ntk_grads``, given ``base`` = theta0).
+with the activations of theta0, shared by all G (``stacked_ntk_grads``, given ``base`` =
+theta0).
 
 Each learner is one :class:`Passes` triple (forward, backward, tangent); a module names its
 triple and inherits :class:`StackedGrads`, whose ``stacked_grads``, ``stacked_ntk_grads`` and
@@ -48,8 +49,7 @@ from typing import ClassVar
 import torch
 
 __all__ = ["MLP2_PASSES", "MLP3_PASSES", "Passes", "RESNET3_PASSES", "StackedGrads",
-           "stacked_forward", "mlp2_grads", "mlp2_ntk_grads", "mlp3_grads", "mlp3_ntk_grads",
-           "resnet3_grads", "resnet3_ntk_grads"]
+           "stacked_forward"]
 
 Params = Mapping[str, torch.Tensor]
 Grads = tuple[dict[str, torch.Tensor], torch.Tensor]
@@ -219,40 +219,6 @@ def stacked_forward(fwd: Fwd, tan: Tan, params: Params, X: torch.Tensor,
         return fwd(params, X)[0]
     out0, acts0 = fwd(base, X)
     return tan(acts0, base, _delta(params, base), X).add_(out0)
-
-
-def mlp2_grads(params: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
-    """out = A sigma(W x + b1) (:class:`~lazylab.models.mlp.MLP2`)."""
-    return _grads(_mlp2_fwd, _mlp2_back, params, X, Y)
-
-
-def mlp3_grads(params: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
-    """out = A sigma(U sigma(W x + b1) + b2) (:class:`~lazylab.models.mlp.MLP3`)."""
-    return _grads(_mlp3_fwd, _mlp3_back, params, X, Y)
-
-
-def resnet3_grads(params: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
-    """out = A (h1 + sigma(z2)), h1 = sigma(W x + b1) (:class:`~lazylab.models.resnet.ResNet3`,
-    Eq. 2.1): z2 = U h1 + b2 (full form, ``U`` in params) or z2 = V A_in h1 + b2 (bottleneck,
-    Sec. 6; A_in = A when ``A_in`` is not in params, i.e. tied, and then A gets both paths'
-    gradients)."""
-    return _grads(_resnet_fwd, _resnet_back, params, X, Y)
-
-
-def mlp2_ntk_grads(params: Params, base: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
-    """:func:`mlp2_grads` of the first-order Taylor model at ``base`` (unstacked theta0)."""
-    return _ntk_grads(_mlp2_fwd, _mlp2_back, _mlp2_tan, params, base, X, Y)
-
-
-def mlp3_ntk_grads(params: Params, base: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
-    """:func:`mlp3_grads` of the first-order Taylor model at ``base`` (unstacked theta0)."""
-    return _ntk_grads(_mlp3_fwd, _mlp3_back, _mlp3_tan, params, base, X, Y)
-
-
-def resnet3_ntk_grads(params: Params, base: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
-    """:func:`resnet3_grads` of the first-order Taylor model at ``base`` (unstacked theta0)."""
-    return _ntk_grads(_resnet_fwd, _resnet_back, _resnet_tan, params, base, X, Y)
-
 
 @dataclass(frozen=True)
 class Passes:

@@ -118,9 +118,7 @@ class GridRun:
         base = {**self.fixed, **self.theta0} if self.linearize else None
 
         def fn(params: dict[str, torch.Tensor], X: torch.Tensor) -> torch.Tensor:
-            G = next(iter(params.values())).shape[0]
-            full = {**{n: t.expand(G, *t.shape) for n, t in self.fixed.items()}, **params}
-            return self.model.stacked_forward(full, X, base)
+            return self.model.stacked_forward(_stacked(self.fixed, params), X, base)
         return fn
 
     @torch.no_grad()
@@ -336,6 +334,14 @@ def _batched_grad(fwd):
 STACKED_ENV = "LAZYLAB_STACKED_GRADS"
 
 
+def _stacked(fixed: dict[str, torch.Tensor], params: dict[str, torch.Tensor]
+             ) -> dict[str, torch.Tensor]:
+    """Every tensor of the module over the configurations: the stacked trained ``params``
+    (G, *shape) and the fixed tensors broadcast to G (views, no copy)."""
+    G = next(iter(params.values())).shape[0]
+    return {**{n: t.expand(G, *t.shape) for n, t in fixed.items()}, **params}
+
+
 def _stacked_grad(model: nn.Module, fixed: dict[str, torch.Tensor],
                   theta0: dict[str, torch.Tensor], linearize: bool):
     """The model's hand-written gradients of G stacked configurations
@@ -345,8 +351,7 @@ def _stacked_grad(model: nn.Module, fixed: dict[str, torch.Tensor],
     names, base = list(theta0), {**fixed, **theta0}
 
     def step(views: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor):
-        G = next(iter(views.values())).shape[0]
-        params = {**{n: t.expand(G, *t.shape) for n, t in fixed.items()}, **views}
+        params = _stacked(fixed, views)
         if linearize:
             grads, loss = model.stacked_ntk_grads(params, base, xb, yb)
         else:
