@@ -152,8 +152,9 @@ def _timed_probe(device: torch.device):
 
 
 def _measure_group(call, cap: int, tcap: int, device: torch.device
-                   ) -> tuple[Cost, int, bool]:
-    """Extrapolated uncapped cost of one group; (cost, loops seen, exact). Wall and CPU
+                   ) -> tuple[Cost, int, bool, str]:
+    """Extrapolated uncapped cost of one group; (cost, loops seen, exact, the H100 model's
+    pieces in words). Wall and CPU
     seconds are timed at caps ``cap`` and ``2 cap``, or where a loop's extra steps take less
     than :data:`MIN_TIMED` seconds at ``tcap`` and ``2 tcap`` (enough steps that the timer's
     jitter is small against their difference); operations, flop and time inside operations
@@ -194,8 +195,11 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device
             totals.append(_linear(a, tot))
     wall, cpu = totals[0]
     ops, flop, inside = totals[1]
-    h100 = _h100(timed, counted) if exact else h100_seconds(ops, flop, wall - inside)
-    return Cost(wall, cpu, ops, flop, inside, h100), len(timed[0].loops), exact
+    if exact:
+        h100, detail = _h100(timed, counted)
+    else:
+        h100, detail = h100_seconds(ops, flop, wall - inside), "loops scaled linearly"
+    return Cost(wall, cpu, ops, flop, inside, h100), len(timed[0].loops), exact, detail
 
 
 def _linear(m: StepMeter, tot: list[float]) -> list[float]:
@@ -207,21 +211,28 @@ def _linear(m: StepMeter, tot: list[float]) -> list[float]:
     return out
 
 
-def _h100(timed: list[StepMeter], counted: list[StepMeter]) -> float:
+def _h100(timed: list[StepMeter], counted: list[StepMeter]) -> tuple[float, str]:
     """The H100 model of one group: each loop's steps (launches or arithmetic per step, times
     the steps requested), plus everything else of the short capped runs (its loop steps
-    taken out), bound by launches, arithmetic or host work (module docstring)."""
+    taken out), bound by launches, arithmetic or host work (module docstring); with the
+    pieces in words (each loop's operations a step and steps, the rest's three bounds)."""
     tw = [e - s for e, s in zip(timed[0].close(), timed[0].begin, strict=True)][0]
     ops, flop, inside = (e - s for e, s in zip(counted[0].close(), counted[0].begin,
                                                 strict=True))
-    secs = 0.0
+    secs, words = 0.0, []
     for i, seg in enumerate(counted[0].loops):
         o, f, ins = per_step(counted[0], counted[1], i)
         w = per_step(timed[0], timed[1], i)[0]
-        secs += max(o * LAUNCH_SECONDS, f / H100_FLOPS) * seg.requested
+        loop = max(o * LAUNCH_SECONDS, f / H100_FLOPS) * seg.requested
+        secs += loop
+        words.append(f"loop {i}: {o:.0f} ops, {f / 1e9:.3g} GFLOP a step x {seg.requested} "
+                     f"= {loop:.2f} s")
         ops, flop, inside = ops - o * seg.run, flop - f * seg.run, inside - ins * seg.run
         tw -= w * timed[0].loops[i].run
-    return secs + h100_seconds(max(ops, 0.0), max(flop, 0.0), tw - inside)
+    rest = h100_seconds(max(ops, 0.0), max(flop, 0.0), tw - inside)
+    words.append(f"rest: {max(ops, 0.0):.0f} ops, {max(flop, 0.0) / 1e9:.3g} GFLOP, host "
+                 f"{max(tw - inside, 0.0):.2f} s here = {rest:.2f} s")
+    return secs + rest, "; ".join(words)
 
 
 def sample_indices(n: int, k: int) -> list[int]:
@@ -278,7 +289,7 @@ def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
             i = todo.pop(0)
             try:
                 _alarm(limit)
-                c, n_loops, ok = _measure_group(_caller(exp, p, first[i], device, kw), cap,
+                c, n_loops, ok, detail = _measure_group(_caller(exp, p, first[i], device, kw), cap,
                                                 tcap, device)
             except Timeout:
                 exact = False  # the larger groups of this stratum: the fitted power law
@@ -293,8 +304,8 @@ def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
             done_i.append(i)
             if verbose:
                 print(f"    {exp_id} {first[i].label or first[i].units[0].key_json}: "
-                      f"{c.wall:.1f} s here, H100 model {c.h100:.2f} s", file=sys.stderr,
-                      flush=True)
+                      f"{c.wall:.1f} s here, H100 model {c.h100:.2f} s ({detail})",
+                      file=sys.stderr, flush=True)
             loops, exact = loops + n_loops, exact and ok
         if not points or (len({x for x, _ in points}) < 2 and len(points) < len(first)
                           and not exact):
