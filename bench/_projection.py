@@ -187,7 +187,7 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device
     exact = True
     totals = []
     for a, b in (timed, counted):
-        tot = [e - s for e, s in zip(a.close(), a.begin, strict=True)]
+        tot = a.total()
         try:
             totals.append(extrapolate(a, b, tot))
         except ValueError:
@@ -216,9 +216,8 @@ def _h100(timed: list[StepMeter], counted: list[StepMeter]) -> tuple[float, str]
     the steps requested), plus everything else of the short capped runs (its loop steps
     taken out), bound by launches, arithmetic or host work (module docstring); with the
     pieces in words (each loop's operations a step and steps, the rest's three bounds)."""
-    tw = [e - s for e, s in zip(timed[0].close(), timed[0].begin, strict=True)][0]
-    ops, flop, inside = (e - s for e, s in zip(counted[0].close(), counted[0].begin,
-                                                strict=True))
+    tw = timed[0].total()[0]
+    ops, flop, inside = counted[0].total()
     secs, words = 0.0, []
     for i, seg in enumerate(counted[0].loops):
         o, f, ins = per_step(counted[0], counted[1], i)

@@ -77,3 +77,14 @@ def test_cap_must_be_positive():
     with pytest.raises(ValueError, match="cap"):
         with capped(0):
             pass
+
+
+def test_the_total_is_read_when_the_run_ends_not_when_asked():
+    """A wall clock read after the block must not charge the run for what ran since: the
+    projection measures four runs before it reads the first one's total."""
+    clock = iter(range(100))
+    with capped(2, lambda: (float(next(clock)),)) as m:
+        loop_steps(10)
+    later = [next(clock) for _ in range(5)]  # other runs, measured meanwhile
+    assert later[0] == 3
+    assert m.total() == [2.0] and m.close() == (2.0,) and m.loops[0].end == (2.0,)

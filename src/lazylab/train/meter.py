@@ -51,6 +51,7 @@ class StepMeter:
     probe: Callable[[], tuple[float, ...]]
     loops: list[Segment] = field(default_factory=list)
     begin: tuple[float, ...] = ()
+    finish: tuple[float, ...] = ()
 
     def enter(self, requested: int) -> int:
         now = self.probe()
@@ -61,11 +62,18 @@ class StepMeter:
         return run
 
     def close(self) -> tuple[float, ...]:
-        """Ends the last segment; returns the probe reading at the end."""
-        now = self.probe()
-        if self.loops and not self.loops[-1].end:
-            self.loops[-1].end = now
-        return now
+        """Ends the run (the last segment with it) at the first call; returns the probe
+        reading at the end, the same at every later call (a wall clock read later would
+        charge the run for whatever ran since)."""
+        if not self.finish:
+            self.finish = self.probe()
+            if self.loops and not self.loops[-1].end:
+                self.loops[-1].end = self.finish
+        return self.finish
+
+    def total(self) -> list[float]:
+        """The probe's readings over the whole run: end minus begin."""
+        return [e - s for e, s in zip(self.close(), self.begin, strict=True)]
 
 
 _METER: ContextVar[StepMeter | None] = ContextVar("lazylab_step_meter", default=None)
