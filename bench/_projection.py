@@ -17,12 +17,17 @@ size, and the experiment
 Alongside the time on the device at hand, a one-H100 model: every piece (each training loop, and
 the remainder of each group) costs
 
-    max(operations x LAUNCH_SECONDS, flop / H100_FLOPS, host / HOST_SPEEDUP),
+    max(operations x LAUNCH_SECONDS, flop / H100_FLOPS + decompositions / HOST_SPEEDUP,
+        host / HOST_SPEEDUP),
 
 a piece being bound by its kernel launches, its GPU arithmetic or its host work, whichever is
 slowest (a GPU runs asynchronously beside the host). ``host`` is the wall time here outside
-torch operations (Python, numpy, LAPACK): measured wall minus the time spent inside aten
-operations.
+torch operations (Python, numpy, SciPy): measured wall minus the time spent inside aten
+operations. ``decompositions`` is the time here inside the factorizations and solves of
+:data:`DECOMPOSITIONS` (eigh, SVD, Cholesky, LU, least squares), which have no flop count:
+on the GPU they run at the host's assumed speed-up, an assumption the measured rows check.
+Flop are counted by ``torch.utils.flop_counter`` with the in-place and vector products it
+lacks added (:data:`EXTRA_FLOPS`: ``addmm_``, ``addbmm``, ``addmv``, ``mv``, ``dot``).
 """
 
 from __future__ import annotations
@@ -54,20 +59,66 @@ HOST_SPEEDUP = 4.0
 MIN_TIMED = 0.2
 
 
+#: aten operations (overload packets) that factorize or solve: no flop formula, and far from
+#: GEMM speed on any device; the model prices their time here like host work.
+DECOMPOSITIONS = frozenset({
+    "_linalg_eigh", "linalg_eigh", "linalg_eigvalsh", "_linalg_eigvals", "linalg_eig",
+    "_linalg_svd", "linalg_svd", "linalg_svdvals", "linalg_cholesky_ex", "cholesky",
+    "cholesky_solve", "_cholesky_solve_helper", "cholesky_inverse", "linalg_solve_ex",
+    "_linalg_solve_ex", "linalg_lstsq", "linalg_lu_factor_ex", "linalg_lu", "linalg_lu_solve",
+    "lu_unpack", "linalg_solve_triangular", "triangular_solve", "linalg_qr", "geqrf",
+    "ormqr", "linalg_householder_product", "linalg_inv_ex", "_linalg_slogdet", "_linalg_det"})
+
+
+def _addmm_flop(self_shape, a_shape, b_shape, out_shape=None, **kwargs) -> int:
+    return 2 * a_shape[0] * a_shape[1] * b_shape[1]
+
+
+def _bmm_reduce_flop(self_shape, b1_shape, b2_shape, out_shape=None, **kwargs) -> int:
+    b, m, k = b1_shape
+    return 2 * b * m * k * b2_shape[-1]
+
+
+def _mv_flop(a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
+    return 2 * a_shape[0] * a_shape[1] if len(a_shape) == 2 else 2 * a_shape[0]
+
+
+def _addmv_flop(self_shape, a_shape, b_shape, out_shape=None, **kwargs) -> int:
+    return 2 * a_shape[0] * a_shape[1]
+
+
+_aten = torch.ops.aten
+#: Products ``torch.utils.flop_counter`` has no formula for (its registry covers ``addmm``,
+#: not the in-place ``addmm_`` lazylab's trainers and normal equations use).
+EXTRA_FLOPS = {_aten.addmm_: _addmm_flop, _aten.addbmm: _bmm_reduce_flop,
+               _aten.addbmm_: _bmm_reduce_flop, _aten.addmv: _addmv_flop,
+               _aten.addmv_: _addmv_flop, _aten.mv: _mv_flop, _aten.dot: _mv_flop}
+
+
+def flop_counter() -> FlopCounterMode:
+    """A silent flop counter with :data:`EXTRA_FLOPS`."""
+    return FlopCounterMode(display=False, custom_mapping=EXTRA_FLOPS)
+
+
 class OpCounter(TorchDispatchMode):
-    """Counts aten operations dispatched (views and metadata queries included) and the wall
-    seconds spent inside them (``seconds``; synchronous on a CPU)."""
+    """Counts aten operations dispatched (views and metadata queries included), the wall
+    seconds spent inside them (``seconds``; synchronous on a CPU) and the part of those in
+    :data:`DECOMPOSITIONS` (``decomp``)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.n = 0
         self.seconds = 0.0
+        self.decomp = 0.0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.n += 1
         t0 = time.perf_counter()
         out = func(*args, **(kwargs or {}))
-        self.seconds += time.perf_counter() - t0
+        dt = time.perf_counter() - t0
+        self.seconds += dt
+        if func.overloadpacket.__name__ in DECOMPOSITIONS:
+            self.decomp += dt
         return out
 
 
@@ -79,13 +130,14 @@ def sync(device: torch.device) -> None:
 @dataclass
 class Cost:
     """Wall and CPU seconds on the device at hand, aten operations, flop, wall seconds inside
-    aten operations here, the H100 model."""
+    aten operations here and inside decompositions, the H100 model."""
 
     wall: float = 0.0
     cpu: float = 0.0
     ops: float = 0.0
     flop: float = 0.0
     torch: float = 0.0
+    decomp: float = 0.0
     h100: float = 0.0
 
     def __add__(self, o: Cost) -> Cost:
@@ -95,11 +147,13 @@ class Cost:
         return Cost(*(a * f for a in self.astuple()))
 
     def astuple(self) -> tuple[float, ...]:
-        return (self.wall, self.cpu, self.ops, self.flop, self.torch, self.h100)
+        return (self.wall, self.cpu, self.ops, self.flop, self.torch, self.decomp, self.h100)
 
 
-def h100_seconds(ops: float, flop: float, host: float = 0.0) -> float:
-    return max(ops * LAUNCH_SECONDS, flop / H100_FLOPS, max(host, 0.0) / HOST_SPEEDUP)
+def h100_seconds(ops: float, flop: float, host: float = 0.0, decomp: float = 0.0) -> float:
+    """One piece on the H100 model (module docstring)."""
+    return max(ops * LAUNCH_SECONDS, flop / H100_FLOPS + max(decomp, 0.0) / HOST_SPEEDUP,
+               max(host, 0.0) / HOST_SPEEDUP)
 
 
 @dataclass
@@ -137,11 +191,11 @@ def _once(fn, device: torch.device) -> Cost:
     fn()
     sync(device)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-    with OpCounter() as oc, FlopCounterMode(display=False) as fc:
+    with OpCounter() as oc, flop_counter() as fc:
         fn()
     flop = float(fc.get_total_flops())
-    return Cost(wall, cpu, float(oc.n), flop, oc.seconds,
-                h100_seconds(oc.n, flop, wall - oc.seconds))
+    return Cost(wall, cpu, float(oc.n), flop, oc.seconds, oc.decomp,
+                h100_seconds(oc.n, flop, wall - oc.seconds, oc.decomp))
 
 
 def _timed_probe(device: torch.device):
@@ -177,9 +231,9 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device
     counted = []
     for k in caps[:len(timed)]:  # counted where timed: the early, densely logged steps
         # (log-spaced evaluations at 1, 2, 3, ...) are not taken for every step's work
-        with OpCounter() as oc, FlopCounterMode(display=False) as fc:
+        with OpCounter() as oc, flop_counter() as fc:
             with capped(k, lambda: (float(oc.n), float(fc.get_total_flops()),
-                                    oc.seconds)) as m:
+                                    oc.seconds, oc.decomp)) as m:
                 call()
         counted.append(m)
     if len(timed) == 1:
@@ -194,12 +248,12 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device
             exact = False  # data-dependent loops: scale each loop of the short run linearly
             totals.append(_linear(a, tot))
     wall, cpu = totals[0]
-    ops, flop, inside = totals[1]
+    ops, flop, inside, decomp = totals[1]
     if exact:
         h100, detail = _h100(timed, counted)
     else:
-        h100, detail = h100_seconds(ops, flop, wall - inside), "loops scaled linearly"
-    return Cost(wall, cpu, ops, flop, inside, h100), len(timed[0].loops), exact, detail
+        h100, detail = h100_seconds(ops, flop, wall - inside, decomp), "loops scaled linearly"
+    return Cost(wall, cpu, ops, flop, inside, decomp, h100), len(timed[0].loops), exact, detail
 
 
 def _linear(m: StepMeter, tot: list[float]) -> list[float]:
@@ -217,20 +271,22 @@ def _h100(timed: list[StepMeter], counted: list[StepMeter]) -> tuple[float, str]
     taken out), bound by launches, arithmetic or host work (module docstring); with the
     pieces in words (each loop's operations a step and steps, the rest's three bounds)."""
     tw = timed[0].total()[0]
-    ops, flop, inside = counted[0].total()
+    ops, flop, inside, decomp = counted[0].total()
     secs, words = 0.0, []
     for i, seg in enumerate(counted[0].loops):
-        o, f, ins = per_step(counted[0], counted[1], i)
+        o, f, ins, dec = per_step(counted[0], counted[1], i)
         w = per_step(timed[0], timed[1], i)[0]
-        loop = max(o * LAUNCH_SECONDS, f / H100_FLOPS) * seg.requested
+        loop = h100_seconds(o, f, 0.0, dec) * seg.requested
         secs += loop
         words.append(f"loop {i}: {o:.0f} ops, {f / 1e9:.3g} GFLOP a step x {seg.requested} "
                      f"= {loop:.2f} s")
         ops, flop, inside = ops - o * seg.run, flop - f * seg.run, inside - ins * seg.run
+        decomp -= dec * seg.run
         tw -= w * timed[0].loops[i].run
-    rest = h100_seconds(max(ops, 0.0), max(flop, 0.0), tw - inside)
-    words.append(f"rest: {max(ops, 0.0):.0f} ops, {max(flop, 0.0) / 1e9:.3g} GFLOP, host "
-                 f"{max(tw - inside, 0.0):.2f} s here = {rest:.2f} s")
+    rest = h100_seconds(max(ops, 0.0), max(flop, 0.0), tw - inside, decomp)
+    words.append(f"rest: {max(ops, 0.0):.0f} ops, {max(flop, 0.0) / 1e9:.3g} GFLOP, "
+                 f"decompositions {max(decomp, 0.0):.2f} s, host {max(tw - inside, 0.0):.2f} "
+                 f"s here = {rest:.2f} s")
     return secs + rest, "; ".join(words)
 
 

@@ -30,9 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
-from _projection import H100_FLOPS, LAUNCH_SECONDS, OpCounter, Timeout, project, sync
+from _projection import H100_FLOPS, LAUNCH_SECONDS, OpCounter, Timeout, flop_counter, project, sync
 from _results import record
 from lazylab.experiments import all_experiments, get_experiment
 from lazylab.experiments.ghorbani import common as C
@@ -110,7 +109,7 @@ def flop_per_step(fn: Callable[[int], Any]) -> float:
     """flop of one step: the count at 2 steps minus the count at 1."""
     counts = []
     for k in (1, 2):
-        with FlopCounterMode(display=False) as fc:
+        with flop_counter() as fc:
             fn(k)
         counts.append(fc.get_total_flops())
     return float(counts[1] - counts[0])
