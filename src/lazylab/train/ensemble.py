@@ -44,6 +44,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad_and_value, jvp, vmap
 
+from lazylab.train import capture as cg
 from lazylab.train.meter import loop_steps
 
 __all__ = ["GridRun", "decade_grid", "train_grid", "best_index"]
@@ -260,39 +261,74 @@ class _Chunk:
 
 
 def _epoch(step_grad, chunk: _Chunk, X: torch.Tensor, Y: torch.Tensor, perm: torch.Tensor,
-           lr: torch.Tensor, sched: _Schedule) -> torch.Tensor:
+           lr: torch.Tensor, sched: _Schedule, tot: torch.Tensor | None = None) -> torch.Tensor:
     """One epoch of mini-batches in the order ``perm``; the mean loss before each step per live
-    configuration, (G_live,) float64 on the CPU."""
+    configuration, (G_live,) float64 on the device (in ``tot`` when given)."""
     n = X.shape[0]
-    tot = torch.zeros(len(chunk.live), dtype=torch.float64, device=X.device)
+    if tot is None:
+        tot = torch.zeros(len(chunk.live), dtype=torch.float64, device=X.device)
+    else:
+        tot.zero_()
     for s in range(0, n, sched.batch_size):
         idx = perm[s:s + sched.batch_size]
-        g, val = step_grad(chunk.flat.views(), X[idx], Y[idx])
+        g, val = step_grad(chunk.flat.views(), X.index_select(0, idx), Y.index_select(0, idx))
         with torch.no_grad():
             chunk.update(g, lr, sched.momentum)
             tot += val.double() * len(idx)
-    return (tot / n).cpu()
+    return tot.div_(n)
+
+
+class _Replay:
+    """One chunk's epoch captured in a CUDA graph (:mod:`lazylab.train.capture`): the batch
+    order and the step sizes are copied into the graph's inputs, the losses read from its
+    output. Valid while the live configurations stay the same."""
+
+    def __init__(self, step_grad, chunk: _Chunk, X: torch.Tensor, Y: torch.Tensor,
+                 perm: torch.Tensor, lr: torch.Tensor, sched: _Schedule):
+        if chunk.buf is None:  # the momentum buffer must exist before the recording
+            raise RuntimeError("capture after the first eager epoch")
+        self.perm, self.lr = perm.clone(), lr.clone()
+        tot = torch.zeros(len(chunk.live), dtype=torch.float64, device=X.device)
+        self.replay = cg.capture(
+            lambda: _epoch(step_grad, chunk, X, Y, self.perm, self.lr, sched, tot),
+            X.device, state=(chunk.flat.data, chunk.buf))
+
+    def __call__(self, perm: torch.Tensor, lr: torch.Tensor) -> torch.Tensor:
+        self.perm.copy_(perm)
+        self.lr.copy_(lr)
+        return self.replay()
 
 
 def _train_chunk(step_grad, theta0: dict[str, torch.Tensor],
                  cfg: list[tuple[float, float]], X: torch.Tensor, Y: torch.Tensor,
-                 perms: list[torch.Tensor], sched: _Schedule,
+                 perms: list[torch.Tensor], sched: _Schedule, graphs: bool = False,
                  ) -> tuple[_Flat, torch.Tensor]:
     """Train one chunk of configurations; returns their parameters and epoch losses.
 
     A configuration whose epoch loss is not finite has diverged (a non-finite loss makes the
     next gradient, hence the parameters, non-finite for good): from then on it is left out of
-    the computation, its parameters are NaN and its later epoch losses NaN.
+    the computation, its parameters are NaN and its later epoch losses NaN. With ``graphs``
+    the epochs after the first :data:`~lazylab.train.capture.WARMUP` replay from a CUDA graph
+    (recaptured when configurations leave; eager where a capture fails).
     """
     chunk = _Chunk(theta0, cfg, X)
     ep_loss = torch.full((len(cfg), sched.epochs), math.nan, dtype=torch.float64)
+    replay: _Replay | None = None
     for e in range(sched.epochs):
         lr = chunk.lr0 / sched.decay_factor if e >= sched.decay_epoch else chunk.lr0
-        ep = _epoch(step_grad, chunk, X, Y, perms[e], lr, sched)
+        if graphs and replay is None and e >= cg.WARMUP and \
+                (sched.epochs - e) * len(perms[e]) >= sched.batch_size * cg.MIN_STEPS // 2:
+            try:
+                replay = _Replay(step_grad, chunk, X, Y, perms[e], lr, sched)
+            except Exception:  # noqa: BLE001 - an epoch that cannot be captured runs eagerly
+                graphs = False
+        ep = (replay(perms[e], lr) if replay is not None
+              else _epoch(step_grad, chunk, X, Y, perms[e], lr, sched)).cpu()
         ep_loss[chunk.live, e] = ep
         ok = torch.isfinite(ep)
         if not bool(ok.all()):
             chunk.keep(ok)
+            replay = None
             if not len(chunk.live):
                 break
     return chunk.result(len(cfg)), ep_loss
@@ -373,14 +409,14 @@ def _step_grad(model: nn.Module, fixed: dict[str, torch.Tensor],
 
 def _train_chunks(step_grad, theta0: dict[str, torch.Tensor],
                   configs: list[tuple[float, float]], X: torch.Tensor, Y: torch.Tensor,
-                  perms: list[torch.Tensor], sched: _Schedule, size: int,
+                  perms: list[torch.Tensor], sched: _Schedule, size: int, graphs: bool,
                   ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """The configurations ``size`` at a time: (G, *shape) parameters and (G, epochs) losses."""
     out_params: dict[str, list[torch.Tensor]] = {nm: [] for nm in theta0}
     losses = []
     for lo in range(0, len(configs), size):
         flat, ep_loss = _train_chunk(step_grad, theta0, configs[lo:lo + size], X, Y, perms,
-                                     sched)
+                                     sched, graphs)
         for nm, v in flat.views().items():
             out_params[nm].append(v)
         losses.append(ep_loss)
@@ -391,7 +427,8 @@ def train_grid(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, *, lrs: Seque
                wds: Sequence[float], trainable: str | Sequence[str] = "all", epochs: int,
                batch_size: int = 50, momentum: float = 0.9, decay_at: float = 0.5,
                decay_factor: float = 10.0, linearize: bool = False,
-               generator: torch.Generator, max_group: int | None = None) -> GridRun:
+               generator: torch.Generator, max_group: int | None = None,
+               capture: bool | None = None) -> GridRun:
     """Train every (lr, wd) in ``lrs x wds`` from the same init and batch order, batched.
 
     Parameters
@@ -405,6 +442,8 @@ def train_grid(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, *, lrs: Seque
     linearize : train the first-order Taylor model at the init instead ("NTK" mode).
     generator : the mini-batch order (one permutation per epoch, shared by all configurations).
     max_group : train at most this many configurations at once (memory); None = all.
+    capture : replay each chunk's epochs from a CUDA graph (:mod:`lazylab.train.capture`;
+        None: where the device's "grid" probe passed, False: never, True: without the probe).
 
     Returns
     -------
@@ -423,5 +462,6 @@ def train_grid(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, *, lrs: Seque
     sched = _Schedule(int(epochs), math.floor(decay_at * epochs), decay_factor, batch_size,
                       momentum)
     size = len(configs) if max_group is None else max(1, int(max_group))
-    params, losses = _train_chunks(step_grad, theta0, configs, X, Y, perms, sched, size)
+    graphs = capture if capture is not None else cg.enabled(X.device, "grid")
+    params, losses = _train_chunks(step_grad, theta0, configs, X, Y, perms, sched, size, graphs)
     return GridRun(model, configs, params, fixed, theta0, linearize, losses)

@@ -249,7 +249,8 @@ def _train(kind: type[_Pack], first: list[torch.Tensor], second: list[torch.Tens
             mult.fill_(schedule(t))
         if graphs and replay is None and t >= cg.WARMUP and run - t >= cg.MIN_STEPS // 2:
             try:
-                replay = cg.capture(one_step, device, (generator,))
+                replay = cg.capture(one_step, device, (generator,),
+                                    (pack.first, pack.second, pack.c))
             except Exception:  # noqa: BLE001 - a step that cannot be captured runs eagerly
                 graphs = False
         loss = replay() if replay is not None else one_step()
