@@ -203,7 +203,9 @@ MEASURED_H100 = {
     "arora-learnability": (607, "alone"),
     "nichani-regularizer": (330, "alone"),
     "nichani-mlp-scaling": (592, "6 workers"),
-    "nichani-spectrum": (31, "alone"),
+    # section 3, alone on the card (section 5's 31 s ran beside six GPU jobs and eleven CPU
+    # processes)
+    "nichani-spectrum": (0.9, "alone"),
 }
 ESTIMATES = Path(__file__).resolve().parents[1] / "src" / "lazylab" / "experiments" / \
     "paper_estimates.json"
