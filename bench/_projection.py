@@ -49,6 +49,11 @@ from lazylab.train.meter import StepMeter, capped, extrapolate, per_step
 
 #: float32 GEMM throughput of the lent H100 (8192^3, TF32 off), flop/s (docs/paper-scale.md).
 H100_FLOPS = 51.5e12
+#: TF32 GEMM throughput assumed for the experiments whose paper scale declares TF32
+#: (``Experiment.precision``): 4x the measured float32 rate, about 40% of the H100 SXM's
+#: dense TF32 peak in NVIDIA's datasheet (494.7 TFLOP/s). Not measured: a lent device's
+#: ``bench_paper_scale.py --device cuda`` prints the real rate (``gemm_flops_per_second``).
+H100_TF32_FLOPS = 4 * H100_FLOPS
 #: Seconds per launched operation of eager PyTorch on the H100: a 39-operation Ghorbani SGD
 #: step took 100-300 us there, 2.5-7.7 us an operation; the middle of that range.
 LAUNCH_SECONDS = 5e-6
@@ -150,10 +155,16 @@ class Cost:
         return (self.wall, self.cpu, self.ops, self.flop, self.torch, self.decomp, self.h100)
 
 
-def h100_seconds(ops: float, flop: float, host: float = 0.0, decomp: float = 0.0) -> float:
-    """One piece on the H100 model (module docstring)."""
-    return max(ops * LAUNCH_SECONDS, flop / H100_FLOPS + max(decomp, 0.0) / HOST_SPEEDUP,
+def h100_seconds(ops: float, flop: float, host: float = 0.0, decomp: float = 0.0,
+                 rate: float = H100_FLOPS) -> float:
+    """One piece on the H100 model (module docstring), its products at ``rate`` flop/s."""
+    return max(ops * LAUNCH_SECONDS, flop / rate + max(decomp, 0.0) / HOST_SPEEDUP,
                max(host, 0.0) / HOST_SPEEDUP)
+
+
+def h100_rate(exp) -> float:
+    """The model's GEMM rate for an experiment: TF32 where its paper scale declares it."""
+    return H100_TF32_FLOPS if exp.precision.get("paper") == "tf32" else H100_FLOPS
 
 
 @dataclass
@@ -184,7 +195,7 @@ def _alarm(seconds: float):
     signal.setitimer(signal.ITIMER_REAL, seconds)
 
 
-def _once(fn, device: torch.device) -> Cost:
+def _once(fn, device: torch.device, rate: float = H100_FLOPS) -> Cost:
     """Cost of an uncapped call (timed, then counted)."""
     sync(device)
     c0, w0 = time.process_time(), time.perf_counter()
@@ -195,7 +206,7 @@ def _once(fn, device: torch.device) -> Cost:
         fn()
     flop = float(fc.get_total_flops())
     return Cost(wall, cpu, float(oc.n), flop, oc.seconds, oc.decomp,
-                h100_seconds(oc.n, flop, wall - oc.seconds, oc.decomp))
+                h100_seconds(oc.n, flop, wall - oc.seconds, oc.decomp, rate))
 
 
 def _timed_probe(device: torch.device):
@@ -205,8 +216,8 @@ def _timed_probe(device: torch.device):
     return probe
 
 
-def _measure_group(call, cap: int, tcap: int, device: torch.device
-                   ) -> tuple[Cost, int, bool, str]:
+def _measure_group(call, cap: int, tcap: int, device: torch.device,
+                   rate: float = H100_FLOPS) -> tuple[Cost, int, bool, str]:
     """Extrapolated uncapped cost of one group; (cost, loops seen, exact, the H100 model's
     pieces in words). Wall and CPU
     seconds are timed at caps ``cap`` and ``2 cap``, or where a loop's extra steps take less
@@ -250,9 +261,10 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device
     wall, cpu = totals[0]
     ops, flop, inside, decomp = totals[1]
     if exact:
-        h100, detail = _h100(timed, counted)
+        h100, detail = _h100(timed, counted, rate)
     else:
-        h100, detail = h100_seconds(ops, flop, wall - inside, decomp), "loops scaled linearly"
+        h100 = h100_seconds(ops, flop, wall - inside, decomp, rate)
+        detail = "loops scaled linearly"
     return Cost(wall, cpu, ops, flop, inside, decomp, h100), len(timed[0].loops), exact, detail
 
 
@@ -265,7 +277,8 @@ def _linear(m: StepMeter, tot: list[float]) -> list[float]:
     return out
 
 
-def _h100(timed: list[StepMeter], counted: list[StepMeter]) -> tuple[float, str]:
+def _h100(timed: list[StepMeter], counted: list[StepMeter], rate: float = H100_FLOPS
+          ) -> tuple[float, str]:
     """The H100 model of one group: each loop's steps (launches or arithmetic per step, times
     the steps requested), plus everything else of the short capped runs (its loop steps
     taken out), bound by launches, arithmetic or host work (module docstring); with the
@@ -276,14 +289,14 @@ def _h100(timed: list[StepMeter], counted: list[StepMeter]) -> tuple[float, str]
     for i, seg in enumerate(counted[0].loops):
         o, f, ins, dec = per_step(counted[0], counted[1], i)
         w = per_step(timed[0], timed[1], i)[0]
-        loop = h100_seconds(o, f, 0.0, dec) * seg.requested
+        loop = h100_seconds(o, f, 0.0, dec, rate) * seg.requested
         secs += loop
         words.append(f"loop {i}: {o:.0f} ops, {f / 1e9:.3g} GFLOP a step x {seg.requested} "
                      f"= {loop:.2f} s")
         ops, flop, inside = ops - o * seg.run, flop - f * seg.run, inside - ins * seg.run
         decomp -= dec * seg.run
         tw -= w * timed[0].loops[i].run
-    rest = h100_seconds(max(ops, 0.0), max(flop, 0.0), tw - inside, decomp)
+    rest = h100_seconds(max(ops, 0.0), max(flop, 0.0), tw - inside, decomp, rate)
     words.append(f"rest: {max(ops, 0.0):.0f} ops, {max(flop, 0.0) / 1e9:.3g} GFLOP, "
                  f"decompositions {max(decomp, 0.0):.2f} s, host {max(tw - inside, 0.0):.2f} "
                  f"s here = {rest:.2f} s")
@@ -317,6 +330,7 @@ def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
     stratum's sampling (its larger groups follow the fit of the smaller ones), or, before two
     sizes are measured, the projection (Timeout)."""
     exp = get_experiment(exp_id)
+    rate = h100_rate(exp)
     p = exp.resolve("paper")
     seeds = int(exp.default_seeds.get("paper", 1))
     groups = plan_groups(RunSpec(exp, p, "paper", seeds, device))
@@ -325,9 +339,9 @@ def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
     try:
         _alarm(limit)
         prep: list[Any] = []
-        fixed = _once(lambda: prep.append(exp.prepare(p, device)), device)
+        fixed = _once(lambda: prep.append(exp.prepare(p, device)), device, rate)
         kw["prep"] = prep[-1]
-        fixed = fixed + _once(lambda: exp.theory(p, **kw), device)
+        fixed = fixed + _once(lambda: exp.theory(p, **kw), device, rate)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     strata: dict[tuple, list[WorkGroup]] = {}

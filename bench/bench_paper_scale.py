@@ -31,7 +31,16 @@ from typing import Any
 
 import torch
 
-from _projection import H100_FLOPS, LAUNCH_SECONDS, OpCounter, Timeout, flop_counter, project, sync
+from _projection import (
+    H100_FLOPS,
+    H100_TF32_FLOPS,
+    LAUNCH_SECONDS,
+    OpCounter,
+    Timeout,
+    flop_counter,
+    project,
+    sync,
+)
 from _results import record
 from lazylab.experiments import all_experiments, get_experiment
 from lazylab.experiments.ghorbani import common as C
@@ -310,6 +319,12 @@ def main() -> None:
     peak = gemm_flops_per_second(device)
     print(f"device {device}, threads {a.threads}, float32 GEMM {peak / 1e9:.1f} GFLOP/s")
     out: dict[str, Any] = {"device": str(device), "gemm_flops": peak}
+    if device.type == "cuda":  # the rate the model assumes for TF32 experiments, measured
+        torch.backends.cuda.matmul.allow_tf32 = True
+        out["gemm_flops_tf32"] = gemm_flops_per_second(device, 8192)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        print(f"TF32 GEMM {out['gemm_flops_tf32'] / 1e12:.1f} TFLOP/s (8192^3; the model "
+              f"assumes {H100_TF32_FLOPS / 1e12:.0f})")
     if a.part in ("all", "projection"):
         out["projection"] = projection_table(a, device)
     if a.part in ("all", "ratios"):
