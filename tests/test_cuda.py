@@ -80,3 +80,30 @@ def test_smallest_paper_scale_unit_runs_on_cuda_deterministically(exp):
         runs.append(rows)
     assert runs[0] == runs[1], f"{exp.id} {unit.key_json}: not deterministic on CUDA"
     assert runs[0][0], "the unit returned rows"
+
+
+TF32 = [e for e in EXPERIMENTS if e.precision.get("paper") == "tf32"]
+
+
+@pytest.mark.parametrize("exp", TF32, ids=[e.id for e in TF32])
+def test_tf32_leaves_every_claim_verdict_of_the_capped_paper_scale_unchanged(exp, tmp_path):
+    """An experiment that declares TF32 for its paper scale: the capped paper scale run in
+    float32 and in TF32 gives every claim the same status (held, failed, inconclusive)."""
+    import json
+    import subprocess
+    import sys
+
+    sets = [a for k, v in capped(exp).items() for a in ("--set", f"{k}={v}")]
+    status = {}
+    for prec in ("fp32", "tf32"):
+        out = tmp_path / prec
+        r = subprocess.run([sys.executable, "-m", "lazylab", "reproduce", exp.id, "--scale",
+                            "paper", "--seeds", "1", "--device", "cuda", "--precision", prec,
+                            "--out", str(out), "--yes", *sets],
+                           capture_output=True, text=True, timeout=1800)
+        if r.returncode == 2 and "not found" in r.stderr.lower():
+            pytest.skip(r.stderr.strip().splitlines()[-1])
+        assert r.returncode in (0, 1), r.stderr[-2000:]
+        claims = json.loads((out / exp.id / "claims.json").read_text())
+        status[prec] = {c["id"]: c["status"] for c in claims}
+    assert status["fp32"] == status["tf32"]
