@@ -349,6 +349,19 @@ def _same(a: Any, b: Any) -> bool:
         return str(a) == str(b)
 
 
+def _cell_key(v: Any) -> tuple:
+    """A bucket for a cell such that a non-empty string filter ``f`` matches (:func:`_same`)
+    exactly the cells in the bucket ``_cell_key(f)``: numbers and numeric strings by value,
+    other strings by text, empty, missing and boolean cells apart."""
+    if v is None or v == "" or isinstance(v, bool):
+        return ("other", v if isinstance(v, bool) else None)
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return ("text", str(v))
+    return ("text", str(v)) if math.isnan(x) else ("number", x)
+
+
 class Results:
     """The tidy results table of one experiment, with small query helpers.
 
@@ -356,11 +369,31 @@ class Results:
     theory rows.
     """
 
+    #: Columns indexed for :meth:`select` (figures and claims query by them thousands of times).
+    INDEXED = ("method", "metric")
+
     def __init__(self, rows: Iterable[dict[str, Any]]):
         self.rows: list[dict[str, Any]] = list(rows)
+        self._index: dict[str, dict[tuple, list[dict[str, Any]]]] = {}
+        self._indexed_rows = -1
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    def _candidates(self, filters: dict[str, Any]) -> list[dict[str, Any]]:
+        """The rows that can match: the smallest bucket of an indexed column filtered by a
+        non-empty string (bucketed by :func:`_cell_key`, which groups cells exactly as
+        :func:`_same` matches them), else every row."""
+        keys = [k for k in self.INDEXED if isinstance(filters.get(k), str) and filters[k]]
+        if not keys:
+            return self.rows
+        if self._indexed_rows != len(self.rows):  # rows appended since: index again
+            self._index = {k: {} for k in self.INDEXED}
+            for r in self.rows:
+                for k in self.INDEXED:
+                    self._index[k].setdefault(_cell_key(r.get(k)), []).append(r)
+            self._indexed_rows = len(self.rows)
+        return min((self._index[k].get(_cell_key(filters[k]), []) for k in keys), key=len)
 
     def select(self, **filters: Any) -> list[dict[str, Any]]:
         """Rows whose columns (standard or facet) equal every given filter.
@@ -369,7 +402,7 @@ class Results:
         row read back from CSV with ``"40"``.
         """
         out = []
-        for r in self.rows:
+        for r in self._candidates(filters):
             ok = True
             for k, v in filters.items():
                 cell = r.get(k)
