@@ -17,15 +17,19 @@ size, and the experiment
 Alongside the time on the device at hand, a one-H100 model: every piece (each training loop, and
 the remainder of each group) costs
 
-    max(operations x LAUNCH_SECONDS, flop / H100_FLOPS + decompositions / HOST_SPEEDUP,
+    max(operations x LAUNCH_SECONDS,
+        max(flop / H100_FLOPS, bytes / H100_BYTES_PER_S) + decompositions / HOST_SPEEDUP,
         host / HOST_SPEEDUP),
 
 a piece being bound by its kernel launches, its GPU arithmetic or its host work, whichever is
 slowest (a GPU runs asynchronously beside the host). ``host`` is the wall time here outside
 torch operations (Python, numpy, SciPy): measured wall minus the time spent inside aten
-operations. ``decompositions`` is the time here inside the factorizations and solves of
-:data:`DECOMPOSITIONS` (eigh, SVD, Cholesky, LU, least squares), which have no flop count:
-on the GPU they run at the host's assumed speed-up, an assumption the measured rows check.
+operations. ``bytes`` are the bytes the operations read and write (a view moves none; an
+input counts at most its storage, so a broadcast operand counts once): the arithmetic and the
+memory traffic form a roofline. ``decompositions`` is the time here inside the factorizations
+and solves of :data:`DECOMPOSITIONS` (eigh, SVD, Cholesky, LU, least squares), which have no
+flop count: on the GPU they run at the host's assumed speed-up, an assumption the measured
+rows check.
 Flop are counted by ``torch.utils.flop_counter`` with the in-place and vector products it
 lacks added (:data:`EXTRA_FLOPS`: ``addmm_``, ``addbmm``, ``addmv``, ``mv``, ``dot``).
 """
@@ -41,6 +45,7 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
 from lazylab.experiments import get_experiment
@@ -54,6 +59,9 @@ H100_FLOPS = 51.5e12
 #: dense TF32 peak in NVIDIA's datasheet (494.7 TFLOP/s). Not measured: a lent device's
 #: ``bench_paper_scale.py --device cuda`` prints the real rate (``gemm_flops_per_second``).
 H100_TF32_FLOPS = 4 * H100_FLOPS
+#: Memory bandwidth assumed for the H100 (HBM3: 3.35 TB/s in NVIDIA's datasheet, about 90%
+#: of it reached by a streaming kernel). Not measured on the lent card.
+H100_BYTES_PER_S = 3.0e12
 #: Seconds per launched operation of eager PyTorch on the H100: a 39-operation Ghorbani SGD
 #: step took 100-300 us there, 2.5-7.7 us an operation; the middle of that range.
 LAUNCH_SECONDS = 5e-6
@@ -105,16 +113,27 @@ def flop_counter() -> FlopCounterMode:
     return FlopCounterMode(display=False, custom_mapping=EXTRA_FLOPS)
 
 
+def _bytes(tree) -> int:
+    """Bytes of the tensors in ``tree``, each at most its storage (a broadcast view of a
+    small tensor reads the small tensor)."""
+    total = 0
+    for t in tree_leaves(tree):
+        if isinstance(t, torch.Tensor):
+            total += min(t.numel() * t.element_size(), t.untyped_storage().nbytes())
+    return total
+
+
 class OpCounter(TorchDispatchMode):
-    """Counts aten operations dispatched (views and metadata queries included), the wall
-    seconds spent inside them (``seconds``; synchronous on a CPU) and the part of those in
-    :data:`DECOMPOSITIONS` (``decomp``)."""
+    """Counts aten operations dispatched (views and metadata queries included), the bytes the
+    others read and write (``bytes``), the wall seconds spent inside them (``seconds``;
+    synchronous on a CPU) and the part of those in :data:`DECOMPOSITIONS` (``decomp``)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.n = 0
         self.seconds = 0.0
         self.decomp = 0.0
+        self.bytes = 0.0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.n += 1
@@ -124,6 +143,8 @@ class OpCounter(TorchDispatchMode):
         self.seconds += dt
         if func.overloadpacket.__name__ in DECOMPOSITIONS:
             self.decomp += dt
+        if not func.is_view:
+            self.bytes += _bytes((args, kwargs, out))
         return out
 
 
@@ -143,6 +164,7 @@ class Cost:
     flop: float = 0.0
     torch: float = 0.0
     decomp: float = 0.0
+    bytes: float = 0.0
     h100: float = 0.0
 
     def __add__(self, o: Cost) -> Cost:
@@ -152,13 +174,15 @@ class Cost:
         return Cost(*(a * f for a in self.astuple()))
 
     def astuple(self) -> tuple[float, ...]:
-        return (self.wall, self.cpu, self.ops, self.flop, self.torch, self.decomp, self.h100)
+        return (self.wall, self.cpu, self.ops, self.flop, self.torch, self.decomp, self.bytes,
+                self.h100)
 
 
 def h100_seconds(ops: float, flop: float, host: float = 0.0, decomp: float = 0.0,
-                 rate: float = H100_FLOPS) -> float:
+                 rate: float = H100_FLOPS, nbytes: float = 0.0) -> float:
     """One piece on the H100 model (module docstring), its products at ``rate`` flop/s."""
-    return max(ops * LAUNCH_SECONDS, flop / rate + max(decomp, 0.0) / HOST_SPEEDUP,
+    device = max(flop / rate, max(nbytes, 0.0) / H100_BYTES_PER_S)
+    return max(ops * LAUNCH_SECONDS, device + max(decomp, 0.0) / HOST_SPEEDUP,
                max(host, 0.0) / HOST_SPEEDUP)
 
 
@@ -205,8 +229,8 @@ def _once(fn, device: torch.device, rate: float = H100_FLOPS) -> Cost:
     with OpCounter() as oc, flop_counter() as fc:
         fn()
     flop = float(fc.get_total_flops())
-    return Cost(wall, cpu, float(oc.n), flop, oc.seconds, oc.decomp,
-                h100_seconds(oc.n, flop, wall - oc.seconds, oc.decomp, rate))
+    return Cost(wall, cpu, float(oc.n), flop, oc.seconds, oc.decomp, oc.bytes,
+                h100_seconds(oc.n, flop, wall - oc.seconds, oc.decomp, rate, oc.bytes))
 
 
 def _timed_probe(device: torch.device):
@@ -244,7 +268,7 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device,
         # (log-spaced evaluations at 1, 2, 3, ...) are not taken for every step's work
         with OpCounter() as oc, flop_counter() as fc:
             with capped(k, lambda: (float(oc.n), float(fc.get_total_flops()),
-                                    oc.seconds, oc.decomp)) as m:
+                                    oc.seconds, oc.decomp, oc.bytes)) as m:
                 call()
         counted.append(m)
     if len(timed) == 1:
@@ -259,13 +283,14 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device,
             exact = False  # data-dependent loops: scale each loop of the short run linearly
             totals.append(_linear(a, tot))
     wall, cpu = totals[0]
-    ops, flop, inside, decomp = totals[1]
+    ops, flop, inside, decomp, nbytes = totals[1]
     if exact:
         h100, detail = _h100(timed, counted, rate)
     else:
-        h100 = h100_seconds(ops, flop, wall - inside, decomp, rate)
+        h100 = h100_seconds(ops, flop, wall - inside, decomp, rate, nbytes)
         detail = "loops scaled linearly"
-    return Cost(wall, cpu, ops, flop, inside, decomp, h100), len(timed[0].loops), exact, detail
+    return (Cost(wall, cpu, ops, flop, inside, decomp, nbytes, h100), len(timed[0].loops), exact,
+            detail)
 
 
 def _linear(m: StepMeter, tot: list[float]) -> list[float]:
@@ -284,22 +309,22 @@ def _h100(timed: list[StepMeter], counted: list[StepMeter], rate: float = H100_F
     taken out), bound by launches, arithmetic or host work (module docstring); with the
     pieces in words (each loop's operations a step and steps, the rest's three bounds)."""
     tw = timed[0].total()[0]
-    ops, flop, inside, decomp = counted[0].total()
+    ops, flop, inside, decomp, nbytes = counted[0].total()
     secs, words = 0.0, []
     for i, seg in enumerate(counted[0].loops):
-        o, f, ins, dec = per_step(counted[0], counted[1], i)
+        o, f, ins, dec, b = per_step(counted[0], counted[1], i)
         w = per_step(timed[0], timed[1], i)[0]
-        loop = h100_seconds(o, f, 0.0, dec, rate) * seg.requested
+        loop = h100_seconds(o, f, 0.0, dec, rate, b) * seg.requested
         secs += loop
-        words.append(f"loop {i}: {o:.0f} ops, {f / 1e9:.3g} GFLOP a step x {seg.requested} "
-                     f"= {loop:.2f} s")
+        words.append(f"loop {i}: {o:.0f} ops, {f / 1e9:.3g} GFLOP, {b / 1e9:.3g} GB a step x "
+                     f"{seg.requested} = {loop:.2f} s")
         ops, flop, inside = ops - o * seg.run, flop - f * seg.run, inside - ins * seg.run
-        decomp -= dec * seg.run
+        decomp, nbytes = decomp - dec * seg.run, nbytes - b * seg.run
         tw -= w * timed[0].loops[i].run
-    rest = h100_seconds(max(ops, 0.0), max(flop, 0.0), tw - inside, decomp, rate)
+    rest = h100_seconds(max(ops, 0.0), max(flop, 0.0), tw - inside, decomp, rate, nbytes)
     words.append(f"rest: {max(ops, 0.0):.0f} ops, {max(flop, 0.0) / 1e9:.3g} GFLOP, "
-                 f"decompositions {max(decomp, 0.0):.2f} s, host {max(tw - inside, 0.0):.2f} "
-                 f"s here = {rest:.2f} s")
+                 f"{max(nbytes, 0.0) / 1e9:.3g} GB, decompositions {max(decomp, 0.0):.2f} s, "
+                 f"host {max(tw - inside, 0.0):.2f} s here = {rest:.2f} s")
     return secs + rest, "; ".join(words)
 
 
