@@ -50,7 +50,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from lazylab.experiments import get_experiment
 from lazylab.runner.spec import RunSpec, WorkGroup, plan_groups
-from lazylab.train.meter import StepMeter, capped, extrapolate, per_step
+from lazylab.train.meter import StepMeter, capped, extrapolate, per_evaluation, per_step
 
 #: float32 GEMM throughput of the lent H100 (8192^3, TF32 off), flop/s (docs/paper-scale.md).
 H100_FLOPS = 51.5e12
@@ -315,12 +315,22 @@ def _h100(timed: list[StepMeter], counted: list[StepMeter], rate: float = H100_F
         o, f, ins, dec, b = per_step(counted[0], counted[1], i)
         w = per_step(timed[0], timed[1], i)[0]
         loop = h100_seconds(o, f, 0.0, dec, rate, b) * seg.requested
-        secs += loop
         words.append(f"loop {i}: {o:.0f} ops, {f / 1e9:.3g} GFLOP, {b / 1e9:.3g} GB a step x "
                      f"{seg.requested} = {loop:.2f} s")
         ops, flop, inside = ops - o * seg.run, flop - f * seg.run, inside - ins * seg.run
         decomp, nbytes = decomp - dec * seg.run, nbytes - b * seg.run
         tw -= w * timed[0].loops[i].run
+        if seg.evaluated:  # its evaluations, priced one by one (lazylab.train.meter)
+            eo, ef, eins, edec, eb = per_evaluation(seg)
+            ev = h100_seconds(eo, ef, 0.0, edec, rate, eb) * seg.evaluations
+            loop += ev
+            words.append(f"{seg.evaluations} evaluations of {eo:.0f} ops, {ef / 1e9:.3g} GFLOP "
+                         f"= {ev:.2f} s")
+            ops, flop, inside = ops - eo * seg.evaluated, flop - ef * seg.evaluated, \
+                inside - eins * seg.evaluated
+            decomp, nbytes = decomp - edec * seg.evaluated, nbytes - eb * seg.evaluated
+            tw -= per_evaluation(timed[0].loops[i])[0] * seg.evaluated
+        secs += loop
     rest = h100_seconds(max(ops, 0.0), max(flop, 0.0), tw - inside, decomp, rate, nbytes)
     words.append(f"rest: {max(ops, 0.0):.0f} ops, {max(flop, 0.0) / 1e9:.3g} GFLOP, "
                  f"{max(nbytes, 0.0) / 1e9:.3g} GB, decompositions {max(decomp, 0.0):.2f} s, "

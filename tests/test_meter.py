@@ -88,3 +88,42 @@ def test_the_total_is_read_when_the_run_ends_not_when_asked():
     later = [next(clock) for _ in range(5)]  # other runs, measured meanwhile
     assert later[0] == 3
     assert m.total() == [2.0] and m.close() == (2.0,) and m.loops[0].end == (2.0,)
+
+
+def _logged_gd(steps: int) -> None:
+    """Nichani's batched GD with a test evaluation at 12 log-spaced steps (dense early)."""
+    from lazylab.models.nichani import TaylorFeatures, nichani_net
+    from lazylab.train.history import log_spaced_steps
+    from lazylab.train.nichani import train_taylor
+
+    g = torch.Generator().manual_seed(0)
+    X, Xt = torch.randn(30, 5, generator=g), torch.randn(400, 5, generator=g)
+    net = nichani_net(5, 40, generator=g)
+    tr, te = TaylorFeatures.of(net, X), TaylorFeatures.of(net, Xt)
+    train_taylor(tr, X[:, 0], steps=steps, lr=0.1, log_steps=log_spaced_steps(steps, 12),
+                 test=te, y_test=Xt[:, 0], W_init=0.01 * torch.randn(40, 5, generator=g))
+
+
+@pytest.mark.parametrize("kept_apart", [True, False], ids=["evaluations", "charged-to-steps"])
+def test_log_spaced_evaluations_extrapolate_exactly_when_kept_apart(monkeypatch, kept_apart):
+    """Caps of 3 and 6 steps see the dense early evaluations (steps 1, 2, 3, ...): with the
+    evaluations kept apart the extrapolated operation count of 300 steps is exact; charged to
+    every step (the meter without evaluation()), it is 40% too high."""
+    from contextlib import nullcontext
+
+    import lazylab.train.nichani.gd as gd
+
+    if not kept_apart:
+        monkeypatch.setattr(gd, "evaluation", nullcontext)
+    with Ops() as full:
+        _logged_gd(300)
+    meters = []
+    for cap in (3, 6):
+        with Ops() as oc, capped(cap, lambda oc=oc: (float(oc.n),)) as m:
+            _logged_gd(300)
+        meters.append(m)
+    est = extrapolate(meters[0], meters[1], meters[0].total())[0]
+    if kept_apart:
+        assert est == pytest.approx(full.n, abs=0.5)
+    else:
+        assert est > 1.3 * full.n

@@ -49,7 +49,7 @@ from lazylab.models.groups import is_group_name, param_group
 from lazylab.train.batches import Batch, Batches, Sampler, steps_per_epoch
 from lazylab.train.history import History, TrainingDiverged, log_spaced_steps
 from lazylab.train.losses import LossFn, get_loss
-from lazylab.train.meter import loop_steps
+from lazylab.train.meter import evaluation, loop_steps
 from lazylab.train.schedules import Schedule
 from lazylab.train.step import ParamGroup, SGDStep
 
@@ -245,7 +245,7 @@ def _log_schedule(steps: int, log_points: int, log_steps: Iterable[int] | None
             raise ValueError(f"log_steps must lie in [0, steps={steps}]; got {logs}")
     else:
         logs = log_spaced_steps(steps, log_points)
-    run = loop_steps(steps)
+    run = loop_steps(steps, evaluations=len(logs))
     if run < steps:  # capped for measuring (lazylab.train.meter)
         logs, steps = [s for s in logs if s <= run], run
     return set(logs), steps
@@ -356,8 +356,9 @@ class _Loop:
              total: torch.Tensor) -> History | None:
         tr = self.tracker
         sgd = self.optimizer == "sgd"
-        shown = tr.full_loss() if sgd else data_loss.detach()
-        value = tr.record(t, shown, None if reg is None else reg.detach())
+        with evaluation():  # kept apart from the steps' cost when measuring
+            shown = tr.full_loss() if sgd else data_loss.detach()
+            value = tr.record(t, shown, None if reg is None else reg.detach())
         if sgd and math.isfinite(value):
             value = float(total.detach())  # the minibatch objective that drives the update
         return tr.diverge(t, value) if not math.isfinite(value) else None
@@ -368,13 +369,13 @@ class _Loop:
         if not logged:
             finite = torch.stack([torch.isfinite(p).all() for p in self.flat]).all()
             return tr.diverge(t, math.nan) if not bool(finite) else tr.hist
-        with torch.no_grad():
+        with torch.no_grad(), evaluation():
             if self.optimizer == "one_pass":
                 final = tr.loss(*self.batches(t))
             else:
                 final = tr.full_loss()
             reg = tr.reg()
-        value = tr.record(t, final, reg)
+            value = tr.record(t, final, reg)
         return tr.diverge(t, value) if not math.isfinite(value) else tr.hist
 
 

@@ -16,6 +16,14 @@ set-up and final evaluation, cancels), and the full run's cost as
 which :func:`extrapolate` computes (``bench/bench_paper_scale.py`` uses it for all 22
 experiments). A capped run's numbers are not results: it is for measuring only.
 
+A loop that evaluates at log-spaced steps (dense early: 1, 2, 3, ...) would charge its early
+evaluations to every step. Such a loop declares how many evaluations the whole run makes
+(``loop_steps(steps, evaluations=n)``) and wraps each in :func:`evaluation`; their cost is
+kept apart, taken out of the per-step difference, and extrapolated per evaluation:
+
+    cost(k) + sum_i [(requested_i - run_i(k)) * per_step_i
+                     + (evaluations_i - evaluated_i(k)) * per_evaluation_i].
+
 >>> with capped(3) as m:
 ...     n = loop_steps(1000)
 >>> n, m.loops[0].requested, m.loops[0].run
@@ -29,7 +37,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-__all__ = ["Segment", "StepMeter", "capped", "extrapolate", "loop_steps", "per_step"]
+__all__ = ["Segment", "StepMeter", "capped", "evaluation", "extrapolate", "loop_steps",
+           "per_evaluation", "per_step"]
 
 
 @dataclass
@@ -41,6 +50,10 @@ class Segment:
     run: int
     start: tuple[float, ...]
     end: tuple[float, ...] = ()
+    #: evaluations the uncapped loop makes, evaluations made here and their summed readings
+    evaluations: int = 0
+    evaluated: int = 0
+    evaluation_cost: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -53,12 +66,12 @@ class StepMeter:
     begin: tuple[float, ...] = ()
     finish: tuple[float, ...] = ()
 
-    def enter(self, requested: int) -> int:
+    def enter(self, requested: int, evaluations: int = 0) -> int:
         now = self.probe()
         if self.loops:
             self.loops[-1].end = now
         run = min(int(requested), self.cap)
-        self.loops.append(Segment(int(requested), run, now))
+        self.loops.append(Segment(int(requested), run, now, evaluations=int(evaluations)))
         return run
 
     def close(self) -> tuple[float, ...]:
@@ -79,11 +92,32 @@ class StepMeter:
 _METER: ContextVar[StepMeter | None] = ContextVar("lazylab_step_meter", default=None)
 
 
-def loop_steps(requested: int) -> int:
+def loop_steps(requested: int, evaluations: int = 0) -> int:
     """The number of steps a training loop of ``requested`` steps runs: ``requested``, or at
-    most the cap inside :func:`capped` (recorded there)."""
+    most the cap inside :func:`capped` (recorded there). ``evaluations``: how many
+    :func:`evaluation` blocks the uncapped loop runs (module docstring)."""
     meter = _METER.get()
-    return int(requested) if meter is None else meter.enter(requested)
+    return int(requested) if meter is None else meter.enter(requested, evaluations)
+
+
+@contextmanager
+def evaluation() -> Iterator[None]:
+    """Marks a loop's periodic evaluation (logging a test loss, say) inside :func:`capped`:
+    its probe readings go to the current loop's evaluation cost (module docstring). Outside
+    :func:`capped`, or before any loop, it does nothing."""
+    meter = _METER.get()
+    if meter is None or not meter.loops:
+        yield
+        return
+    seg, before = meter.loops[-1], meter.probe()
+    try:
+        yield
+    finally:
+        after = meter.probe()
+        cost = [b - a for a, b in zip(before, after, strict=True)]
+        seg.evaluation_cost = [x + c for x, c in
+                               zip(seg.evaluation_cost or [0.0] * len(cost), cost, strict=True)]
+        seg.evaluated += 1
 
 
 @contextmanager
@@ -119,7 +153,17 @@ def extrapolate(short: StepMeter, long: StepMeter, total_short: Sequence[float]
         extra = a.requested - a.run
         if extra > 0:
             out = [o + extra * c for o, c in zip(out, per_step(short, long, i), strict=True)]
+        more = a.evaluations - a.evaluated
+        if more > 0 and a.evaluated:
+            out = [o + more * c for o, c in zip(out, per_evaluation(a), strict=True)]
     return out
+
+
+def per_evaluation(seg: Segment) -> list[float]:
+    """A loop's probe readings per evaluation (zeros where it made none)."""
+    if not seg.evaluated:
+        return [0.0] * len(seg.start)
+    return [c / seg.evaluated for c in seg.evaluation_cost]
 
 
 def per_step(short: StepMeter, long: StepMeter, i: int) -> list[float]:
@@ -128,5 +172,6 @@ def per_step(short: StepMeter, long: StepMeter, i: int) -> list[float]:
     a, b = short.loops[i], long.loops[i]
     if b.run == a.run:
         return [0.0] * len(a.start)
-    return [max(((b.end[j] - b.start[j]) - (a.end[j] - a.start[j])) / (b.run - a.run), 0.0)
-            for j in range(len(a.start))]
+    ea, eb = (s.evaluation_cost or [0.0] * len(a.start) for s in (a, b))
+    return [max(((b.end[j] - b.start[j] - eb[j]) - (a.end[j] - a.start[j] - ea[j]))
+                / (b.run - a.run), 0.0) for j in range(len(a.start))]

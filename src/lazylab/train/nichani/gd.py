@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from lazylab.models.nichani.network import TaylorFeatures
-from lazylab.train.meter import loop_steps
+from lazylab.train.meter import evaluation, loop_steps
 from lazylab.train.nichani.regularizers import R3Empirical
 
 __all__ = ["TaylorRun", "fused_for", "fused_path", "taylor_step_grad", "train_taylor"]
@@ -221,7 +221,8 @@ def train_taylor(train: TaylorFeatures, y: torch.Tensor, *, steps: int, lr: floa
     if W_init is not None:
         W = W + W_init.to(W)
     y = y.to(train.X.dtype)
-    steps = loop_steps(steps)
+    n_logs = len({int(s) for s in log_steps if 0 <= int(s) <= steps})
+    steps = loop_steps(steps, evaluations=n_logs)
     logs = sorted({int(s) for s in log_steps if 0 <= int(s) <= steps})
     log_set = set(logs)
     out: dict[str, list[np.ndarray]] = {k: [] for k in
@@ -233,18 +234,8 @@ def train_taylor(train: TaylorFeatures, y: torch.Tensor, *, steps: int, lr: floa
         grad, f, fl = taylor_step_grad(train, W, y, lam if r3 is not None else None, r3,
                                        ml=ml, mq=mq, work=work)
         if t in log_set:
-            loss = ((f - y) ** 2).mean(-1)
-            if not bool(torch.isfinite(loss).all()):
-                raise FloatingPointError(f"GD diverged at step {t} (lr={lr})")
-            out["train_loss"].append(loss.cpu().numpy())
-            if r3 is not None:
-                out["R3"].append(((fl * r3.project(fl)).sum(-1) / train.n).cpu().numpy())
-            out["fro"].append(W.pow(2).sum((-1, -2)).sqrt().cpu().numpy())
-            out["max_row"].append(W.pow(2).sum(-1).amax(-1).sqrt().cpu().numpy())
-            if test is not None and y_test is not None:
-                te_loss, te_se = _loss(test, W, y_test, ml, mq)
-                out["test_loss"].append(te_loss.cpu().numpy())
-                out["test_loss_se"].append(te_se.cpu().numpy())
+            with evaluation():
+                _log(out, t, lr, f, fl, y, W, train, r3, test, y_test, ml, mq)
         if t == steps:
             break
         if noise_std > 0:
@@ -253,6 +244,25 @@ def train_taylor(train: TaylorFeatures, y: torch.Tensor, *, steps: int, lr: floa
         W.sub_(grad, alpha=lr)
     metrics = {k: np.stack(v) for k, v in out.items() if v}
     return TaylorRun(np.array(logs), metrics, W)
+
+
+def _log(out: dict[str, list[np.ndarray]], t: int, lr: float, f: torch.Tensor,
+         fl: torch.Tensor, y: torch.Tensor, W: torch.Tensor, train: TaylorFeatures,
+         r3: R3Empirical | None, test: TaylorFeatures | None, y_test: torch.Tensor | None,
+         ml: torch.Tensor, mq: torch.Tensor) -> None:
+    """Append step t's metrics (:func:`train_taylor`) to ``out``."""
+    loss = ((f - y) ** 2).mean(-1)
+    if not bool(torch.isfinite(loss).all()):
+        raise FloatingPointError(f"GD diverged at step {t} (lr={lr})")
+    out["train_loss"].append(loss.cpu().numpy())
+    if r3 is not None:
+        out["R3"].append(((fl * r3.project(fl)).sum(-1) / train.n).cpu().numpy())
+    out["fro"].append(W.pow(2).sum((-1, -2)).sqrt().cpu().numpy())
+    out["max_row"].append(W.pow(2).sum(-1).amax(-1).sqrt().cpu().numpy())
+    if test is not None and y_test is not None:
+        te_loss, te_se = _loss(test, W, y_test, ml, mq)
+        out["test_loss"].append(te_loss.cpu().numpy())
+        out["test_loss_se"].append(te_se.cpu().numpy())
 
 
 #: Elements of one (B, rows, m) block of a logged test evaluation (2^22: 16 MB in float32).
