@@ -227,10 +227,12 @@ def _once(fn, device: torch.device, rate: float = H100_FLOPS) -> Cost:
     sync(device)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     with OpCounter() as oc, flop_counter() as fc:
+        w1 = time.perf_counter()
         fn()
+        host = time.perf_counter() - w1 - oc.seconds  # in the same run as the operations
     flop = float(fc.get_total_flops())
     return Cost(wall, cpu, float(oc.n), flop, oc.seconds, oc.decomp, oc.bytes,
-                h100_seconds(oc.n, flop, wall - oc.seconds, oc.decomp, rate, oc.bytes))
+                h100_seconds(oc.n, flop, host, oc.decomp, rate, oc.bytes))
 
 
 def _timed_probe(device: torch.device):
@@ -268,7 +270,8 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device,
         # (log-spaced evaluations at 1, 2, 3, ...) are not taken for every step's work
         with OpCounter() as oc, flop_counter() as fc:
             with capped(k, lambda: (float(oc.n), float(fc.get_total_flops()),
-                                    oc.seconds, oc.decomp, oc.bytes)) as m:
+                                    oc.seconds, oc.decomp, oc.bytes,
+                                    time.perf_counter())) as m:
                 call()
         counted.append(m)
     if len(timed) == 1:
@@ -283,11 +286,11 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device,
             exact = False  # data-dependent loops: scale each loop of the short run linearly
             totals.append(_linear(a, tot))
     wall, cpu = totals[0]
-    ops, flop, inside, decomp, nbytes = totals[1]
+    ops, flop, inside, decomp, nbytes, cwall = totals[1]
     if exact:
-        h100, detail = _h100(timed, counted, rate)
+        h100, detail = _h100(counted, rate)
     else:
-        h100 = h100_seconds(ops, flop, wall - inside, decomp, rate, nbytes)
+        h100 = h100_seconds(ops, flop, cwall - inside, decomp, rate, nbytes)
         detail = "loops scaled linearly"
     return (Cost(wall, cpu, ops, flop, inside, decomp, nbytes, h100), len(timed[0].loops), exact,
             detail)
@@ -302,26 +305,25 @@ def _linear(m: StepMeter, tot: list[float]) -> list[float]:
     return out
 
 
-def _h100(timed: list[StepMeter], counted: list[StepMeter], rate: float = H100_FLOPS
-          ) -> tuple[float, str]:
+def _h100(counted: list[StepMeter], rate: float = H100_FLOPS) -> tuple[float, str]:
     """The H100 model of one group: each loop's steps (launches or arithmetic per step, times
     the steps requested), plus everything else of the short capped runs (its loop steps
     taken out), bound by launches, arithmetic or host work (module docstring); with the
-    pieces in words (each loop's operations a step and steps, the rest's three bounds)."""
-    tw = timed[0].total()[0]
-    ops, flop, inside, decomp, nbytes = counted[0].total()
+    pieces in words (each loop's operations a step and steps, the rest's three bounds).
+    Host work is the wall time outside operations of the counted runs themselves (a wall
+    time of other runs would carry their differences in load)."""
+    ops, flop, inside, decomp, nbytes, tw = counted[0].total()
     secs, words = 0.0, []
     for i, seg in enumerate(counted[0].loops):
-        o, f, ins, dec, b = per_step(counted[0], counted[1], i)
-        w = per_step(timed[0], timed[1], i)[0]
+        o, f, ins, dec, b, w = per_step(counted[0], counted[1], i)
         loop = h100_seconds(o, f, 0.0, dec, rate, b) * seg.requested
         words.append(f"loop {i}: {o:.0f} ops, {f / 1e9:.3g} GFLOP, {b / 1e9:.3g} GB a step x "
                      f"{seg.requested} = {loop:.2f} s")
         ops, flop, inside = ops - o * seg.run, flop - f * seg.run, inside - ins * seg.run
         decomp, nbytes = decomp - dec * seg.run, nbytes - b * seg.run
-        tw -= w * timed[0].loops[i].run
+        tw -= w * seg.run
         if seg.evaluated:  # its evaluations, priced one by one (lazylab.train.meter)
-            eo, ef, eins, edec, eb = per_evaluation(seg)
+            eo, ef, eins, edec, eb, ew = per_evaluation(seg)
             ev = h100_seconds(eo, ef, 0.0, edec, rate, eb) * seg.evaluations
             loop += ev
             words.append(f"{seg.evaluations} evaluations of {eo:.0f} ops, {ef / 1e9:.3g} GFLOP "
@@ -329,7 +331,7 @@ def _h100(timed: list[StepMeter], counted: list[StepMeter], rate: float = H100_F
             ops, flop, inside = ops - eo * seg.evaluated, flop - ef * seg.evaluated, \
                 inside - eins * seg.evaluated
             decomp, nbytes = decomp - edec * seg.evaluated, nbytes - eb * seg.evaluated
-            tw -= per_evaluation(timed[0].loops[i])[0] * seg.evaluated
+            tw -= ew * seg.evaluated
         secs += loop
     rest = h100_seconds(max(ops, 0.0), max(flop, 0.0), tw - inside, decomp, rate, nbytes)
     words.append(f"rest: {max(ops, 0.0):.0f} ops, {max(flop, 0.0) / 1e9:.3g} GFLOP, "
