@@ -33,6 +33,18 @@ def _packed(steps: int) -> None:
                       generator=torch.Generator().manual_seed(1), check_every=0)
 
 
+def _counted(run) -> tuple[int, float]:
+    """(operations of ``run`` uncapped, their extrapolation from runs capped at 3 and 6)."""
+    with Ops() as full:
+        run()
+    meters = []
+    for cap in (3, 6):
+        with Ops() as oc, capped(cap, lambda oc=oc: (float(oc.n),)) as m:
+            run()
+        meters.append(m)
+    return full.n, extrapolate(meters[0], meters[1], meters[0].total())[0]
+
+
 def test_outside_a_cap_loops_run_what_they_request():
     assert loop_steps(12345) == 12345
 
@@ -51,16 +63,8 @@ def test_cap_limits_fit_and_records_each_loop():
 def test_extrapolated_operations_equal_the_uncapped_count():
     """Per-step work is constant in the packed trainer (no periodic checks), so caps of 3 and
     6 steps predict the operation count of 40 steps exactly."""
-    with Ops() as full:
-        _packed(40)
-    meters = []
-    for cap in (3, 6):
-        with Ops() as oc, capped(cap, lambda oc=oc: (float(oc.n),)) as m:
-            _packed(40)
-        meters.append(m)
-    short = meters[0]
-    total = [e - b for e, b in zip(short.close(), short.begin, strict=True)]
-    assert extrapolate(short, meters[1], total) == [pytest.approx(full.n, abs=0.5)]
+    full, est = _counted(lambda: _packed(40))
+    assert est == pytest.approx(full, abs=0.5)
 
 
 def test_extrapolation_refuses_runs_that_saw_other_loops():
@@ -115,15 +119,8 @@ def test_log_spaced_evaluations_extrapolate_exactly_when_kept_apart(monkeypatch,
 
     if not kept_apart:
         monkeypatch.setattr(gd, "evaluation", nullcontext)
-    with Ops() as full:
-        _logged_gd(300)
-    meters = []
-    for cap in (3, 6):
-        with Ops() as oc, capped(cap, lambda oc=oc: (float(oc.n),)) as m:
-            _logged_gd(300)
-        meters.append(m)
-    est = extrapolate(meters[0], meters[1], meters[0].total())[0]
+    full, est = _counted(lambda: _logged_gd(300))
     if kept_apart:
-        assert est == pytest.approx(full.n, abs=0.5)
+        assert est == pytest.approx(full, abs=0.5)
     else:
-        assert est > 1.3 * full.n
+        assert est > 1.3 * full
