@@ -49,8 +49,9 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
 from lazylab.experiments import get_experiment
+from lazylab.runner.params import coerce
 from lazylab.runner.spec import RunSpec, WorkGroup, plan_groups
-from lazylab.train.meter import StepMeter, capped, extrapolate, per_evaluation, per_step
+from lazylab.train.meter import Segment, StepMeter, capped, extrapolate, per_evaluation, per_step
 
 #: float32 GEMM throughput of the lent H100 (8192^3, TF32 off), flop/s (docs/paper-scale.md).
 H100_FLOPS = 51.5e12
@@ -243,13 +244,54 @@ def _timed_probe(device: torch.device):
 
 
 def _measure_group(call, cap: int, tcap: int, device: torch.device,
-                   rate: float = H100_FLOPS) -> tuple[Cost, int, bool, str]:
+                   rate: float = H100_FLOPS, fast: bool = False
+                   ) -> tuple[Cost, int, bool, str]:
     """Extrapolated uncapped cost of one group; (cost, loops seen, exact, the H100 model's
-    pieces in words). Wall and CPU
-    seconds are timed at caps ``cap`` and ``2 cap``, or where a loop's extra steps take less
-    than :data:`MIN_TIMED` seconds at ``tcap`` and ``2 tcap`` (enough steps that the timer's
-    jitter is small against their difference); operations, flop and time inside operations
-    are counted at the same caps (counts are exact)."""
+    pieces in words). Wall and CPU seconds are timed at caps ``cap`` and ``2 cap``, or where
+    a loop's extra steps take less than :data:`MIN_TIMED` seconds at ``tcap`` and ``2 tcap``
+    (enough steps that the timer's jitter is small against their difference); operations,
+    flop, bytes and time inside operations are counted at the same caps (counts are exact).
+    ``fast``: no timed runs; the counted runs' own wall and CPU seconds stand for the time
+    here (a little high: the counters' overhead), half the measuring time."""
+    timed, caps = [], (cap, 2 * cap)
+    if not fast:
+        timed, caps = _timed(call, cap, tcap, device)
+    counted = []
+    for k in caps[:len(timed) or 2]:  # counted where timed
+        with OpCounter() as oc, flop_counter() as fc:
+            with capped(k, lambda: (float(oc.n), float(fc.get_total_flops()),
+                                    oc.seconds, oc.decomp, oc.bytes,
+                                    time.perf_counter(), time.process_time())) as m:
+                call()
+        counted.append(m)
+        if not m.loops:
+            break
+    if len(counted) == 1:
+        counted = counted * 2
+    timed = (timed * 2 if len(timed) == 1 else timed) or [_subset(m, (5, 6)) for m in counted]
+    exact = True
+    totals = []
+    for a, b in (timed, counted):
+        tot = a.total()
+        try:
+            totals.append(extrapolate(a, b, tot))
+        except ValueError:
+            exact = False  # data-dependent loops: scale each loop of the short run linearly
+            totals.append(_linear(a, tot))
+    wall, cpu = totals[0]
+    ops, flop, inside, decomp, nbytes, cwall, _ = totals[1]
+    if exact:
+        h100, detail = _h100(counted, rate)
+    else:
+        h100 = h100_seconds(ops, flop, cwall - inside, decomp, rate, nbytes)
+        detail = "loops scaled linearly"
+    return (Cost(wall, cpu, ops, flop, inside, decomp, nbytes, h100), len(counted[0].loops),
+            exact, detail)
+
+
+def _timed(call, cap: int, tcap: int, device: torch.device
+           ) -> tuple[list[StepMeter], tuple[int, int]]:
+    """The timed runs of :func:`_measure_group` and the caps they used."""
     timed, caps = [], (cap, 2 * cap)
     for k in caps:
         with capped(k, _timed_probe(device)) as m:
@@ -265,35 +307,21 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device,
             with capped(k, _timed_probe(device)) as m:
                 call()
             timed.append(m)
-    counted = []
-    for k in caps[:len(timed)]:  # counted where timed: the early, densely logged steps
-        # (log-spaced evaluations at 1, 2, 3, ...) are not taken for every step's work
-        with OpCounter() as oc, flop_counter() as fc:
-            with capped(k, lambda: (float(oc.n), float(fc.get_total_flops()),
-                                    oc.seconds, oc.decomp, oc.bytes,
-                                    time.perf_counter())) as m:
-                call()
-        counted.append(m)
-    if len(timed) == 1:
-        timed, counted = timed * 2, counted * 2
-    exact = True
-    totals = []
-    for a, b in (timed, counted):
-        tot = a.total()
-        try:
-            totals.append(extrapolate(a, b, tot))
-        except ValueError:
-            exact = False  # data-dependent loops: scale each loop of the short run linearly
-            totals.append(_linear(a, tot))
-    wall, cpu = totals[0]
-    ops, flop, inside, decomp, nbytes, cwall = totals[1]
-    if exact:
-        h100, detail = _h100(counted, rate)
-    else:
-        h100 = h100_seconds(ops, flop, cwall - inside, decomp, rate, nbytes)
-        detail = "loops scaled linearly"
-    return (Cost(wall, cpu, ops, flop, inside, decomp, nbytes, h100), len(timed[0].loops), exact,
-            detail)
+    return timed, caps
+
+
+def _subset(m: StepMeter, idx: tuple[int, ...]) -> StepMeter:
+    """A meter with only the probe components ``idx`` of ``m`` (its evaluations' too)."""
+    def pick(r: tuple[float, ...]) -> tuple[float, ...]:
+        return tuple(r[i] for i in idx)
+
+    out = StepMeter(m.cap, m.probe, begin=pick(m.begin), finish=pick(m.finish))
+    for seg in m.loops:
+        out.loops.append(Segment(seg.requested, seg.run, pick(seg.start), pick(seg.end),
+                                 seg.evaluations, seg.evaluated,
+                                 list(pick(seg.evaluation_cost)) if seg.evaluation_cost
+                                 else []))
+    return out
 
 
 def _linear(m: StepMeter, tot: list[float]) -> list[float]:
@@ -312,10 +340,10 @@ def _h100(counted: list[StepMeter], rate: float = H100_FLOPS) -> tuple[float, st
     pieces in words (each loop's operations a step and steps, the rest's three bounds).
     Host work is the wall time outside operations of the counted runs themselves (a wall
     time of other runs would carry their differences in load)."""
-    ops, flop, inside, decomp, nbytes, tw = counted[0].total()
+    ops, flop, inside, decomp, nbytes, tw, _ = counted[0].total()
     secs, words = 0.0, []
     for i, seg in enumerate(counted[0].loops):
-        o, f, ins, dec, b, w = per_step(counted[0], counted[1], i)
+        o, f, ins, dec, b, w, _ = per_step(counted[0], counted[1], i)
         loop = h100_seconds(o, f, 0.0, dec, rate, b) * seg.requested
         words.append(f"loop {i}: {o:.0f} ops, {f / 1e9:.3g} GFLOP, {b / 1e9:.3g} GB a step x "
                      f"{seg.requested} = {loop:.2f} s")
@@ -323,7 +351,7 @@ def _h100(counted: list[StepMeter], rate: float = H100_FLOPS) -> tuple[float, st
         decomp, nbytes = decomp - dec * seg.run, nbytes - b * seg.run
         tw -= w * seg.run
         if seg.evaluated:  # its evaluations, priced one by one (lazylab.train.meter)
-            eo, ef, eins, edec, eb, ew = per_evaluation(seg)
+            eo, ef, eins, edec, eb, ew, _ = per_evaluation(seg)
             ev = h100_seconds(eo, ef, 0.0, edec, rate, eb) * seg.evaluations
             loop += ev
             words.append(f"{seg.evaluations} evaluations of {eo:.0f} ops, {ef / 1e9:.3g} GFLOP "
@@ -358,17 +386,22 @@ def stratum(g: WorkGroup) -> tuple:
 
 
 def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
-            limit: float, tcap: int = 20, verbose: bool = False) -> Projection:
+            limit: float, tcap: int = 20, verbose: bool = False, fast: bool = False,
+            overrides: dict[str, str] | None = None) -> Projection:
     """The projection of one experiment (module docstring): the groups are split into strata
     (:func:`stratum`); up to ``sample`` seed-0 groups of each, evenly spaced in size
     (:func:`size_key`, smallest first), are measured, and each group of the stratum costs the
     log-log interpolation of those at its size (:func:`interpolate`). ``limit`` seconds of
     wall time for each uncapped piece and each sampled group: a group over it ends the
     stratum's sampling (its larger groups follow the fit of the smaller ones), or, before two
-    sizes are measured, the projection (Timeout)."""
+    sizes are measured, the projection (Timeout). ``fast``: see :func:`_measure_group`;
+    ``overrides``: paper parameters set otherwise (``--set``), e.g. one panel of a figure, so
+    that disjoint parts of one experiment can be projected side by side and added."""
     exp = get_experiment(exp_id)
     rate = h100_rate(exp)
-    p = exp.resolve("paper")
+    fields = exp.Params.model_fields
+    p = exp.resolve("paper", {k: coerce(fields[k].annotation, v)
+                              for k, v in (overrides or {}).items()})
     seeds = int(exp.default_seeds.get("paper", 1))
     groups = plan_groups(RunSpec(exp, p, "paper", seeds, device))
     kw: dict[str, Any] = {}

@@ -255,7 +255,8 @@ def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, A
         t0 = time.perf_counter()
         try:
             pr = project(exp_id, cap=a.cap, sample=a.sample, device=device, limit=a.limit,
-                         tcap=a.tcap, verbose=a.verbose)
+                         tcap=a.tcap, verbose=a.verbose, fast=a.fast,
+                         overrides=dict(kv.split("=", 1) for kv in a.set))
         except Timeout as e:
             print(f"{exp_id:<22} not projected: a piece ran {e}")
             out[exp_id] = {"error": f"a piece ran {e}"}
@@ -311,9 +312,16 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=None, help="experiment ids")
     ap.add_argument("--verbose", action="store_true", help="print every measured group")
     ap.add_argument("--part", choices=("all", "projection", "ratios"), default="all")
+    ap.add_argument("--fast", action="store_true",
+                    help="count only (no timed runs): half the measuring time")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a paper parameter set otherwise (e.g. panels=a); not with "
+                         "--write-estimates")
     ap.add_argument("--write-estimates", action="store_true",
                     help="store the projections as the registry's paper-scale estimates")
     a = ap.parse_args()
+    if a.set and a.write_estimates:
+        ap.error("--set projects part of an experiment: its estimate is not the experiment's")
     torch.set_num_threads(a.threads)
     device = torch.device(a.device)
     peak = gemm_flops_per_second(device)
