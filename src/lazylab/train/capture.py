@@ -113,9 +113,16 @@ def capture(step: Callable[[], Any], device: torch.device,
     return replay
 
 
-def _sync(dev: torch.device) -> None:
+def _timed(dev: torch.device, run: Callable[[], list[torch.Tensor]]
+           ) -> tuple[float, list[torch.Tensor]]:
+    """(seconds, parameters) of ``run()``, the device synchronised before and after."""
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
+    t0 = time.perf_counter()
+    out = run()
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    return time.perf_counter() - t0, out
 
 
 def probe_run(dev: torch.device, captured: bool) -> tuple[float, list[torch.Tensor]]:
@@ -130,13 +137,9 @@ def probe_run(dev: torch.device, captured: bool) -> tuple[float, list[torch.Tens
         return X, X[:, 0] ** 2 - 1
 
     W0 = [0.1 * torch.randn(k, 16, generator=gen.manual_seed(0), device=dev) for k in (4, 8)]
-    _sync(dev)
-    t0 = time.perf_counter()
-    res = train_packed_quad(W0, [0.01, 0.02], sampler=sampler, steps=4 * MIN_STEPS,
-                            batch_size=32, generator=torch.Generator(dev).manual_seed(1),
-                            capture=captured)
-    _sync(dev)
-    return time.perf_counter() - t0, res.W
+    return _timed(dev, lambda: train_packed_quad(
+        W0, [0.01, 0.02], sampler=sampler, steps=4 * MIN_STEPS, batch_size=32,
+        generator=torch.Generator(dev).manual_seed(1), capture=captured).W)
 
 
 def grid_probe_run(dev: torch.device, captured: bool) -> tuple[float, list[torch.Tensor]]:
@@ -149,13 +152,9 @@ def grid_probe_run(dev: torch.device, captured: bool) -> tuple[float, list[torch
     net = ResNet3(12, 6, 32, generator=g, device=dev)
     X = torch.randn(200, 12, generator=g, device=dev)
     Y = torch.randn(200, 6, generator=g, device=dev)
-    _sync(dev)
-    t0 = time.perf_counter()
-    run = train_grid(net, X, Y, lrs=[0.005, 0.01, 0.02], wds=[0.0, 1e-3], epochs=40,
-                     batch_size=20, generator=torch.Generator(dev).manual_seed(1),
-                     capture=captured)
-    _sync(dev)
-    return time.perf_counter() - t0, list(run.params.values())
+    return _timed(dev, lambda: list(train_grid(
+        net, X, Y, lrs=[0.005, 0.01, 0.02], wds=[0.0, 1e-3], epochs=40, batch_size=20,
+        generator=torch.Generator(dev).manual_seed(1), capture=captured).params.values()))
 
 
 #: The probes, by the loop they stand for.
