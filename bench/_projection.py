@@ -1,16 +1,16 @@
 """Projected paper-scale cost of one experiment, from capped runs of a sample of its groups.
 
-Used by ``bench_paper_scale.py``. For an experiment at ``--scale paper`` parameters and its
-paper seed count, the runner's groups are planned (:func:`lazylab.runner.spec.plan_groups`);
-``prepare`` and ``theory`` run once, uncapped. The groups are split into strata of groups
-alike (a batched group's label; for single units the method and other non-numeric keys), and
-in each a few seed-0 groups, evenly spaced in size (the numeric key of widest range, e.g. N),
-run with every training loop capped (:mod:`lazylab.train.meter`) at ``cap`` and ``2 cap``
-steps under an operation and a flop counter, and timed at the same caps (or at ``tcap`` and
-``2 tcap`` steps where the extra steps take under :data:`MIN_TIMED` seconds). Each group's
-uncapped cost is extrapolated loop by loop (:func:`lazylab.train.meter.extrapolate`);
-every group of a stratum then costs the log-log interpolation of the measured ones at its
-size, and the experiment
+Used by ``bench_paper_scale.py``. For an experiment at ``--scale paper`` parameters and its paper
+seed count, the runner's groups are planned (:func:`lazylab.runner.spec.plan_groups`); ``prepare``
+and ``theory`` run once, uncapped. The groups are split into strata of groups alike (a batched
+group's label; for single units the method and other non-numeric keys), and in each a few seed-0
+groups, evenly spaced in size (:func:`size_key`: the experiment's unit cost model, or the numeric
+key of widest range, e.g. N), run with every training loop capped (:mod:`lazylab.train.meter`) at
+``cap`` and ``2 cap`` steps under an operation and a flop counter, and timed at the same caps (or at
+``tcap`` and ``2 tcap`` steps where the extra steps take under :data:`MIN_TIMED` seconds). Each
+group's uncapped cost is extrapolated loop by loop (:func:`lazylab.train.meter.extrapolate`); every
+group of a stratum then costs the log-log interpolation of the measured ones at its size, and the
+experiment
 
     prepare + theory + sum over the groups.
 
@@ -124,10 +124,15 @@ def _bytes(tree) -> int:
     return total
 
 
+#: Operations that are views without saying so (``is_view`` false): they move no bytes.
+METADATA_ONLY = frozenset({"_unsafe_view"})
+
+
 class OpCounter(TorchDispatchMode):
     """Counts aten operations dispatched (views and metadata queries included), the bytes the
-    others read and write (``bytes``), the wall seconds spent inside them (``seconds``;
-    synchronous on a CPU) and the part of those in :data:`DECOMPOSITIONS` (``decomp``)."""
+    others read and write (``bytes``: inputs, and outputs or the ``out=`` tensor), the wall
+    seconds spent inside them (``seconds``; synchronous on a CPU) and the part of those in
+    :data:`DECOMPOSITIONS` (``decomp``)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -144,8 +149,10 @@ class OpCounter(TorchDispatchMode):
         self.seconds += dt
         if func.overloadpacket.__name__ in DECOMPOSITIONS:
             self.decomp += dt
-        if not func.is_view:
-            self.bytes += _bytes((args, kwargs, out))
+        if not func.is_view and func.overloadpacket.__name__ not in METADATA_ONLY:
+            # an out= tensor is written once (not also read)
+            kw = kwargs or {}
+            self.bytes += _bytes((args, kw) if "out" in kw else (args, kw, out))
         return out
 
 
@@ -390,13 +397,13 @@ def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
             overrides: dict[str, str] | None = None) -> Projection:
     """The projection of one experiment (module docstring): the groups are split into strata
     (:func:`stratum`); up to ``sample`` seed-0 groups of each, evenly spaced in size
-    (:func:`size_key`, smallest first), are measured, and each group of the stratum costs the
-    log-log interpolation of those at its size (:func:`interpolate`). ``limit`` seconds of
-    wall time for each uncapped piece and each sampled group: a group over it ends the
-    stratum's sampling (its larger groups follow the fit of the smaller ones), or, before two
-    sizes are measured, the projection (Timeout). ``fast``: see :func:`_measure_group`;
-    ``overrides``: paper parameters set otherwise (``--set``), e.g. one panel of a figure, so
-    that disjoint parts of one experiment can be projected side by side and added."""
+    (:func:`size_key`, smallest first; one group per distinct size), are measured, and each group of
+    the stratum costs the log-log interpolation of those at its size (:func:`interpolate`).
+    ``limit`` seconds of wall time for each uncapped piece and each sampled group: a group over it
+    ends the stratum's sampling (its larger groups follow the fit of the smaller ones), or, before
+    two sizes are measured, the projection (Timeout). ``fast``: see :func:`_measure_group`;
+    ``overrides``: paper parameters set otherwise (``--set``), e.g. one panel of a figure, so that
+    disjoint parts of one experiment can be projected side by side and added."""
     exp = get_experiment(exp_id)
     rate = h100_rate(exp)
     fields = exp.Params.model_fields
@@ -419,8 +426,9 @@ def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
         strata.setdefault(stratum(g), []).append(g)
     total, loops, exact, sampled = Cost(), 0, True, 0
     for members in strata.values():
-        size = size_key(members)
-        first = sorted([g for g in members if g.seed_index == 0] or members, key=size)
+        size = size_key(members, exp, p)
+        first = _distinct(sorted([g for g in members if g.seed_index == 0] or members,
+                                 key=size), size)
         points: list[tuple[float, Cost]] = []
         todo = sample_indices(len(first), sample)
         done_i: list[int] = []
@@ -455,9 +463,25 @@ def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
                       loops, exact, strata=len(strata))
 
 
-def size_key(members: list[WorkGroup]):
-    """A group's size within its stratum: the numeric key (positive values) spanning the
-    widest log range (e.g. the width N, not the repetition index); 1 where none varies."""
+def _distinct(groups: list[WorkGroup], size) -> list[WorkGroup]:
+    """The first group of each size (``groups`` sorted by size): repetitions of one size
+    (e.g. RF draws of W at one width) are measured once."""
+    out: list[WorkGroup] = []
+    for g in groups:
+        if not out or size(g) != size(out[-1]):
+            out.append(g)
+    return out
+
+
+def size_key(members: list[WorkGroup], exp=None, p=None):
+    """A group's size within its stratum. For single units of an experiment with a unit cost
+    model (``exp.unit_seconds(p, key)``, e.g. the Ghorbani width figures), that model: it knows
+    where a cost stops growing (the NT fit's basis has d min(N, d) columns, so every N >= d
+    costs the same), which a power law through smaller sizes does not. Otherwise the numeric
+    key (positive values) spanning the widest log range (e.g. the width N, not the repetition
+    index); 1 where none varies."""
+    if exp is not None and hasattr(exp, "unit_seconds") and members[0].label is None:
+        return lambda g: max(float(exp.unit_seconds(p, g.units[0].key)), 1e-12)
     best, span = None, 0.0
     for k in members[0].units[0].key:
         vals = [g.units[0].key.get(k) for g in members]

@@ -55,7 +55,10 @@ Params = Mapping[str, torch.Tensor]
 Grads = tuple[dict[str, torch.Tensor], torch.Tensor]
 Acts = dict[str, torch.Tensor]
 Fwd = Callable[[Params, torch.Tensor], tuple[torch.Tensor, Acts]]
-Back = Callable[[torch.Tensor, Acts, Params, torch.Tensor], dict[str, torch.Tensor]]
+#: name -> a (G, *shape) tensor to write that gradient into (e.g. a view of the grid trainer's
+#: flat gradient buffer, so the update reads it without a concatenation); may be empty.
+Out = Mapping[str, torch.Tensor]
+Back = Callable[[torch.Tensor, Acts, Params, torch.Tensor, Out], dict[str, torch.Tensor]]
 Tan = Callable[[Acts, Params, Params, torch.Tensor], torch.Tensor]
 
 
@@ -79,9 +82,15 @@ def _affine(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.baddbmm(b.unsqueeze(-2), x, _T(W))
 
 
-def _outer(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """sum_b g_gb x_b^T: (G, out, in) from g (G, B, out) and x (B, in) or (G, B, in)."""
-    return _mm(_T(g), x)
+def _outer(g: torch.Tensor, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """sum_b g_gb x_b^T: (G, out, in) from g (G, B, out) and x (B, in) or (G, B, in), written
+    into ``out`` when given."""
+    gt = _T(g)
+    if gt.dim() == 3 and x.dim() == 2:  # one batched GEMM, written straight into ``out``
+        x = x.expand(gt.shape[0], *x.shape)
+    if x.dim() == 3:
+        return torch.bmm(gt, x, out=out)
+    return torch.matmul(gt, x, out=out)
 
 
 def _residual(out: torch.Tensor, Y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -92,17 +101,21 @@ def _residual(out: torch.Tensor, Y: torch.Tensor) -> tuple[torch.Tensor, torch.T
 
 def _relu_back(gh: torch.Tensor, z: torch.Tensor, x: torch.Tensor, W: str, b: str,
                grads: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Gradients of h = sigma(x W^T + b) given dL/dh (overwritten): stores gW, gb and returns
-    dL/dz."""
+    """Gradients of h = sigma(x W^T + b) given dL/dh (overwritten): stores gW, gb (into the
+    tensors ``grads`` already holds for them, if any) and returns dL/dz."""
     gz = gh.mul_(z > 0)
-    grads[W] = _outer(gz, x)
-    grads[b] = gz.sum(-2)
+    grads[W] = _outer(gz, x, grads.get(W))
+    grads[b] = torch.sum(gz, -2, out=grads.get(b))
     return gz
 
 
-def _delta(params: Params, base: Params) -> dict[str, torch.Tensor]:
-    """theta - theta0 for every stacked name (zero for the fixed ones, which equal theta0)."""
-    return {n: params[n] - base[n] for n in base}
+def _taylor(tan: Tan, acts0: Acts, base: Params, params: Params, X: torch.Tensor,
+            out0: torch.Tensor) -> torch.Tensor:
+    """out(theta0) + J(theta0) (theta - theta0) of G stacked copies, computed as
+    J(theta0) theta + (out(theta0) - J(theta0) theta0): the tangent is linear in its direction,
+    so the differences theta - theta0 (two passes over the stacked parameters) are never formed;
+    J(theta0) theta0 is one unstacked pass shared by the G copies."""
+    return tan(acts0, base, params, X).add_(out0 - tan(acts0, base, base, X))
 
 
 # ------------------------------------------------------------------------------- MLP2
@@ -112,8 +125,9 @@ def _mlp2_fwd(P: Params, X: torch.Tensor) -> tuple[torch.Tensor, Acts]:
     return _mm(h1, _T(P["A"])), {"z1": z1, "h1": h1}
 
 
-def _mlp2_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor) -> dict[str, torch.Tensor]:
-    grads = {"A": _outer(go, a["h1"])}
+def _mlp2_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor, out: Out
+               ) -> dict[str, torch.Tensor]:
+    grads = {**out, "A": _outer(go, a["h1"], out.get("A"))}
     _relu_back(_mm(go, P["A"]), a["z1"], X, "W", "b1", grads)
     return grads
 
@@ -132,8 +146,9 @@ def _mlp3_fwd(P: Params, X: torch.Tensor) -> tuple[torch.Tensor, Acts]:
     return _mm(h2, _T(P["A"])), {"z1": z1, "h1": h1, "z2": z2, "h2": h2}
 
 
-def _mlp3_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor) -> dict[str, torch.Tensor]:
-    grads = {"A": _outer(go, a["h2"])}
+def _mlp3_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor, out: Out
+               ) -> dict[str, torch.Tensor]:
+    grads = {**out, "A": _outer(go, a["h2"], out.get("A"))}
     gz2 = _relu_back(_mm(go, P["A"]), a["z2"], a["h1"], "U", "b2", grads)
     _relu_back(_mm(gz2, P["U"]), a["z1"], X, "W", "b1", grads)
     return grads
@@ -161,11 +176,11 @@ def _resnet_fwd(P: Params, X: torch.Tensor) -> tuple[torch.Tensor, Acts]:
     return _mm(f, _T(P["A"])), {"z1": z1, "h1": h1, "x2": x2, "z2": z2, "f": f}
 
 
-def _resnet_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor
+def _resnet_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor, out: Out
                  ) -> dict[str, torch.Tensor]:
     full = "U" in P
     W2 = P["U"] if full else P["V"]
-    grads = {"A": _outer(go, a["f"])}
+    grads = {**out, "A": _outer(go, a["f"], out.get("A"))}
     gf = _mm(go, P["A"])
     gz2 = _relu_back(gf.clone(), a["z2"], a["x2"], "U" if full else "V", "b2", grads)
     gx2 = _mm(gz2, W2)
@@ -173,7 +188,7 @@ def _resnet_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor
         gh1 = gf.add_(gx2)
     else:
         if "A_in" not in P:  # tied: A is also the inner A
-            grads["A"] = grads["A"] + _outer(gx2, a["h1"])
+            grads["A"].add_(_outer(gx2, a["h1"]))
         gh1 = gf.add_(_mm(gx2, _inner(P)))
     _relu_back(gh1, a["z1"], X, "W", "b1", grads)
     return grads
@@ -197,18 +212,18 @@ def _resnet_tan(a: Acts, P: Params, dP: Params, X: torch.Tensor) -> torch.Tensor
 # ------------------------------------------------------------------------------- the steps
 
 
-def _grads(fwd: Fwd, back: Back, params: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
+def _grads(fwd: Fwd, back: Back, params: Params, X: torch.Tensor, Y: torch.Tensor,
+           into: Out) -> Grads:
     out, acts = fwd(params, X)
     loss, go = _residual(out, Y)
-    return back(go, acts, params, X), loss
+    return back(go, acts, params, X, into), loss
 
 
 def _ntk_grads(fwd: Fwd, back: Back, tan: Tan, params: Params, base: Params,
-               X: torch.Tensor, Y: torch.Tensor) -> Grads:
+               X: torch.Tensor, Y: torch.Tensor, into: Out) -> Grads:
     out0, acts0 = fwd(base, X)                      # at theta0, shared by the G members
-    out = tan(acts0, base, _delta(params, base), X).add_(out0)
-    loss, go = _residual(out, Y)
-    return back(go, acts0, base, X), loss
+    loss, go = _residual(_taylor(tan, acts0, base, params, X, out0), Y)
+    return back(go, acts0, base, X, into), loss
 
 
 def stacked_forward(fwd: Fwd, tan: Tan, params: Params, X: torch.Tensor,
@@ -218,7 +233,7 @@ def stacked_forward(fwd: Fwd, tan: Tan, params: Params, X: torch.Tensor,
     if base is None:
         return fwd(params, X)[0]
     out0, acts0 = fwd(base, X)
-    return tan(acts0, base, _delta(params, base), X).add_(out0)
+    return _taylor(tan, acts0, base, params, X, out0)
 
 @dataclass(frozen=True)
 class Passes:
@@ -241,16 +256,18 @@ class StackedGrads:
 
     stacked_passes: ClassVar[Passes]
 
-    def stacked_grads(self, params: Params, X: torch.Tensor, Y: torch.Tensor) -> Grads:
-        """Gradients and losses of G stacked copies on one batch."""
+    def stacked_grads(self, params: Params, X: torch.Tensor, Y: torch.Tensor,
+                      into: Out | None = None) -> Grads:
+        """Gradients and losses of G stacked copies on one batch; the gradients of the names
+        in ``into`` are written into its tensors (and returned)."""
         s = type(self).stacked_passes
-        return _grads(s.fwd, s.back, params, X, Y)
+        return _grads(s.fwd, s.back, params, X, Y, into or {})
 
     def stacked_ntk_grads(self, params: Params, base: Params, X: torch.Tensor,
-                          Y: torch.Tensor) -> Grads:
+                          Y: torch.Tensor, into: Out | None = None) -> Grads:
         """The same for the first-order Taylor model at ``base`` (unstacked theta0)."""
         s = type(self).stacked_passes
-        return _ntk_grads(s.fwd, s.back, s.tan, params, base, X, Y)
+        return _ntk_grads(s.fwd, s.back, s.tan, params, base, X, Y, into or {})
 
     def stacked_forward(self, params: Params, X: torch.Tensor,
                         base: Params | None = None) -> torch.Tensor:

@@ -9,7 +9,8 @@ measures the ratio to one configuration): the model's hand-written stacked gradi
 has them (``stacked_grads``: the Sec. 8 learners, :mod:`lazylab.models.stacked`), otherwise
 one call of ``torch.func.vmap(torch.func.grad(loss))``.
 
-Each configuration follows ``torch.optim.SGD`` exactly (PyTorch semantics, dampening 0):
+Each configuration follows the update of ``torch.optim.SGD`` (PyTorch semantics, dampening 0;
+equal to float rounding, which may differ in the last bit):
 
     g <- grad L(theta) + wd theta,  b <- mu b + g  (b = g at step 1),  theta <- theta - lr b,
 
@@ -177,8 +178,8 @@ class _Schedule:
 
 class _Flat:
     """The stacked parameters of G configurations in one (G, T) tensor, with a (G, *shape)
-    view per name: the momentum-SGD update is four passes over one tensor, whatever the
-    number of parameter tensors (instead of five per tensor)."""
+    view per name: the momentum-SGD update is three operations over one tensor, whatever the
+    number of parameter tensors."""
 
     def __init__(self, theta0: dict[str, torch.Tensor], G: int):
         self.names = list(theta0)
@@ -213,11 +214,6 @@ class _Flat:
             off += k
         return out
 
-    def flatten(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-        """(G, T) concatenation of (G, *shape) tensors in parameter order."""
-        return torch.cat([tensors[nm].reshape(tensors[nm].shape[0], -1) for nm in self.names],
-                         dim=1)
-
     def keep(self, rows: torch.Tensor) -> None:
         """Keep only the configurations ``rows`` (a boolean mask)."""
         self.data = self.data[rows]
@@ -225,26 +221,35 @@ class _Flat:
 
 class _Chunk:
     """The live configurations of a chunk: their stacked parameters, momentum buffer,
+    gradient buffer (the step writes each gradient into its (G, *shape) view ``grads``),
     learning rates and weight decays as (G_live, 1) columns, and their indices in the chunk."""
 
     def __init__(self, theta0: dict[str, torch.Tensor], cfg: list[tuple[float, float]],
                  X: torch.Tensor):
         self.flat = _Flat(theta0, len(cfg))
         self.buf: torch.Tensor | None = None
+        self._grad(torch.empty_like(self.flat.data))
         self.live = torch.arange(len(cfg))
         self.lr0 = torch.tensor([c[0] for c in cfg], dtype=X.dtype, device=X.device).unsqueeze(1)
         self.wd = torch.tensor([c[1] for c in cfg], dtype=X.dtype, device=X.device).unsqueeze(1)
 
-    def update(self, g: dict[str, torch.Tensor], lr: torch.Tensor, momentum: float) -> None:
-        """One torch.optim.SGD step of every live configuration from its gradients ``g``."""
-        flat = self.flat
-        gf = flat.flatten(g).addcmul_(flat.data, self.wd)  # grad + wd theta
-        self.buf = gf if self.buf is None else self.buf.mul_(momentum).add_(gf)
-        flat.data.addcmul_(self.buf, lr, value=-1.0)
+    def _grad(self, grad: torch.Tensor) -> None:
+        self.grad, self.grads = grad, self.flat.views(grad)
+
+    def update(self, lr: torch.Tensor, momentum: float) -> None:
+        """One momentum-SGD step of every live configuration from the gradients in
+        ``self.grad``: 9 passes over the (G, T) parameters (read and write, three each)."""
+        gf = self.grad.addcmul_(self.flat.data, self.wd)  # grad + wd theta
+        if self.buf is None:
+            self.buf = gf.clone()
+        else:  # b <- g + mu b in one operation
+            torch.add(gf, self.buf, alpha=momentum, out=self.buf)
+        self.flat.data.addcmul_(self.buf, lr, value=-1.0)
 
     def keep(self, ok: torch.Tensor) -> None:
         """Keep only the live configurations where the boolean mask ``ok`` holds."""
         self.flat.keep(ok.to(self.flat.data.device))
+        self._grad(self.grad[ok.to(self.grad.device)])
         self.lr0, self.wd = self.lr0[ok.to(self.lr0.device)], self.wd[ok.to(self.wd.device)]
         if self.buf is not None:
             self.buf = self.buf[ok.to(self.buf.device)]
@@ -271,9 +276,10 @@ def _epoch(step_grad, chunk: _Chunk, X: torch.Tensor, Y: torch.Tensor, perm: tor
         tot.zero_()
     for s in range(0, n, sched.batch_size):
         idx = perm[s:s + sched.batch_size]
-        g, val = step_grad(chunk.flat.views(), X.index_select(0, idx), Y.index_select(0, idx))
+        val = step_grad(chunk.flat.views(), X.index_select(0, idx), Y.index_select(0, idx),
+                        chunk.grads)
         with torch.no_grad():
-            chunk.update(g, lr, sched.momentum)
+            chunk.update(lr, sched.momentum)
             tot += val.double() * len(idx)
     return tot.div_(n)
 
@@ -355,14 +361,24 @@ def _split_init(model: nn.Module, names: list[str]
 
 
 def _batched_grad(fwd):
-    """(params stacked over G, xb, yb) -> (grads, losses) of every configuration, for the loss
-    mean_x ||f(x) - y||^2."""
+    """(params stacked over G, xb, yb, into) -> losses of every configuration, for the loss
+    mean_x ||f(x) - y||^2, the gradients copied into the tensors ``into`` (name -> (G, *shape))."""
     def loss(params: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor
              ) -> torch.Tensor:
         diff = (fwd(params, xb) - yb).reshape(xb.shape[0], -1)
         return diff.square().sum(dim=1).mean()
 
-    return vmap(grad_and_value(loss), in_dims=(0, None, None))
+    grad = vmap(grad_and_value(loss), in_dims=(0, None, None))
+
+    def step(params: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor,
+             into: dict[str, torch.Tensor]) -> torch.Tensor:
+        g, val = grad(params, xb, yb)
+        with torch.no_grad():
+            for nm, t in into.items():
+                t.copy_(g[nm])
+        return val
+
+    return step
 
 
 #: Set to "0" to train every grid through ``torch.func.vmap(grad)`` even where the model has
@@ -383,16 +399,20 @@ def _stacked_grad(model: nn.Module, fixed: dict[str, torch.Tensor],
     """The model's hand-written gradients of G stacked configurations
     (:mod:`lazylab.models.stacked`; of its Taylor model at theta0 when ``linearize``) with
     the :func:`_batched_grad` interface: the fixed tensors are broadcast to the live
-    configurations, only the trainable names returned."""
-    names, base = list(theta0), {**fixed, **theta0}
+    configurations, the trainable names' gradients written straight into ``into``."""
+    base = {**fixed, **theta0}
 
-    def step(views: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor):
+    def step(views: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor,
+             into: dict[str, torch.Tensor]) -> torch.Tensor:
         params = _stacked(fixed, views)
         if linearize:
-            grads, loss = model.stacked_ntk_grads(params, base, xb, yb)
+            grads, loss = model.stacked_ntk_grads(params, base, xb, yb, into)
         else:
-            grads, loss = model.stacked_grads(params, xb, yb)
-        return {n: grads[n] for n in names}, loss
+            grads, loss = model.stacked_grads(params, xb, yb, into)
+        for nm, t in into.items():  # a model that allocated its own gradient tensor
+            if grads[nm] is not t:
+                t.copy_(grads[nm])
+        return loss
 
     return step
 
