@@ -43,22 +43,48 @@ Example
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import torch
 
-__all__ = ["MLP2_PASSES", "MLP3_PASSES", "Passes", "RESNET3_PASSES", "StackedGrads",
-           "stacked_forward"]
+__all__ = ["MLP2_PASSES", "MLP3_PASSES", "Into", "Passes", "RESNET3_PASSES", "StackedGrads",
+           "deposit", "stacked_forward"]
 
 Params = Mapping[str, torch.Tensor]
 Grads = tuple[dict[str, torch.Tensor], torch.Tensor]
 Acts = dict[str, torch.Tensor]
 Fwd = Callable[[Params, torch.Tensor], tuple[torch.Tensor, Acts]]
-#: name -> a (G, *shape) tensor to write that gradient into (e.g. a view of the grid trainer's
-#: flat gradient buffer, so the update reads it without a concatenation); may be empty.
-Out = Mapping[str, torch.Tensor]
-Back = Callable[[torch.Tensor, Acts, Params, torch.Tensor, Out], dict[str, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class Into:
+    """Where gradients go: for each name in ``tensors``, a (G, *shape) tensor T takes
+
+        T <- beta T + gradient
+
+    inside the gradient's own GEMM (``baddbmm``); with beta = 0 its old contents, NaN
+    included, are ignored. The grid trainer passes views of its flat momentum buffer and
+    beta = mu, so b <- mu b + g costs the GEMM's write plus one read of b (instead of writing g,
+    then reading g and b and writing b). Names not in ``tensors`` get fresh tensors."""
+
+    tensors: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    beta: float = 0.0
+
+
+NOWHERE = Into()
+
+
+def deposit(into: Into, name: str, value: torch.Tensor) -> None:
+    """``into.tensors[name] <- beta into.tensors[name] + value`` for a gradient computed apart."""
+    t = into.tensors[name]
+    if into.beta == 0.0:
+        t.copy_(value)
+    else:
+        torch.add(value, t, alpha=into.beta, out=t)
+
+
+Back = Callable[[torch.Tensor, Acts, Params, torch.Tensor, Into], dict[str, torch.Tensor]]
 Tan = Callable[[Acts, Params, Params, torch.Tensor], torch.Tensor]
 
 
@@ -82,15 +108,27 @@ def _affine(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.baddbmm(b.unsqueeze(-2), x, _T(W))
 
 
-def _outer(g: torch.Tensor, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """sum_b g_gb x_b^T: (G, out, in) from g (G, B, out) and x (B, in) or (G, B, in), written
-    into ``out`` when given."""
+def _outer(g: torch.Tensor, x: torch.Tensor, into: Into = NOWHERE, name: str = ""
+           ) -> torch.Tensor:
+    """sum_b g_gb x_b^T: (G, out, in) from g (G, B, out) and x (B, in) or (G, B, in); for a
+    ``name`` in ``into``, deposited into its tensor (:class:`Into`) by the GEMM itself."""
     gt = _T(g)
-    if gt.dim() == 3 and x.dim() == 2:  # one batched GEMM, written straight into ``out``
+    if gt.dim() == 3 and x.dim() == 2:  # one batched GEMM (no copy to fold the batch)
         x = x.expand(gt.shape[0], *x.shape)
-    if x.dim() == 3:
-        return torch.bmm(gt, x, out=out)
-    return torch.matmul(gt, x, out=out)
+    out = into.tensors.get(name)
+    if out is not None:
+        return out.baddbmm_(gt, x, beta=into.beta)
+    return _mm(gt, x)
+
+
+def _bias(gz: torch.Tensor, into: Into, name: str) -> torch.Tensor:
+    """sum_b gz_gb: a bias gradient (G, out), deposited for a ``name`` in ``into``."""
+    out = into.tensors.get(name)
+    if out is None:
+        return gz.sum(-2)
+    if into.beta == 0.0:
+        return torch.sum(gz, -2, out=out)
+    return torch.add(gz.sum(-2), out, alpha=into.beta, out=out)
 
 
 def _residual(out: torch.Tensor, Y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -100,12 +138,12 @@ def _residual(out: torch.Tensor, Y: torch.Tensor) -> tuple[torch.Tensor, torch.T
 
 
 def _relu_back(gh: torch.Tensor, z: torch.Tensor, x: torch.Tensor, W: str, b: str,
-               grads: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Gradients of h = sigma(x W^T + b) given dL/dh (overwritten): stores gW, gb (into the
-    tensors ``grads`` already holds for them, if any) and returns dL/dz."""
+               grads: dict[str, torch.Tensor], into: Into) -> torch.Tensor:
+    """Gradients of h = sigma(x W^T + b) given dL/dh (overwritten): stores gW, gb (deposited
+    :class:`Into` ``into`` for the names it holds) and returns dL/dz."""
     gz = gh.mul_(z > 0)
-    grads[W] = _outer(gz, x, grads.get(W))
-    grads[b] = torch.sum(gz, -2, out=grads.get(b))
+    grads[W] = _outer(gz, x, into, W)
+    grads[b] = _bias(gz, into, b)
     return gz
 
 
@@ -125,10 +163,10 @@ def _mlp2_fwd(P: Params, X: torch.Tensor) -> tuple[torch.Tensor, Acts]:
     return _mm(h1, _T(P["A"])), {"z1": z1, "h1": h1}
 
 
-def _mlp2_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor, out: Out
+def _mlp2_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor, into: Into
                ) -> dict[str, torch.Tensor]:
-    grads = {**out, "A": _outer(go, a["h1"], out.get("A"))}
-    _relu_back(_mm(go, P["A"]), a["z1"], X, "W", "b1", grads)
+    grads = {"A": _outer(go, a["h1"], into, "A")}
+    _relu_back(_mm(go, P["A"]), a["z1"], X, "W", "b1", grads, into)
     return grads
 
 
@@ -146,11 +184,11 @@ def _mlp3_fwd(P: Params, X: torch.Tensor) -> tuple[torch.Tensor, Acts]:
     return _mm(h2, _T(P["A"])), {"z1": z1, "h1": h1, "z2": z2, "h2": h2}
 
 
-def _mlp3_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor, out: Out
+def _mlp3_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor, into: Into
                ) -> dict[str, torch.Tensor]:
-    grads = {**out, "A": _outer(go, a["h2"], out.get("A"))}
-    gz2 = _relu_back(_mm(go, P["A"]), a["z2"], a["h1"], "U", "b2", grads)
-    _relu_back(_mm(gz2, P["U"]), a["z1"], X, "W", "b1", grads)
+    grads = {"A": _outer(go, a["h2"], into, "A")}
+    gz2 = _relu_back(_mm(go, P["A"]), a["z2"], a["h1"], "U", "b2", grads, into)
+    _relu_back(_mm(gz2, P["U"]), a["z1"], X, "W", "b1", grads, into)
     return grads
 
 
@@ -176,13 +214,13 @@ def _resnet_fwd(P: Params, X: torch.Tensor) -> tuple[torch.Tensor, Acts]:
     return _mm(f, _T(P["A"])), {"z1": z1, "h1": h1, "x2": x2, "z2": z2, "f": f}
 
 
-def _resnet_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor, out: Out
+def _resnet_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor, into: Into
                  ) -> dict[str, torch.Tensor]:
     full = "U" in P
     W2 = P["U"] if full else P["V"]
-    grads = {**out, "A": _outer(go, a["f"], out.get("A"))}
+    grads = {"A": _outer(go, a["f"], into, "A")}
     gf = _mm(go, P["A"])
-    gz2 = _relu_back(gf.clone(), a["z2"], a["x2"], "U" if full else "V", "b2", grads)
+    gz2 = _relu_back(gf.clone(), a["z2"], a["x2"], "U" if full else "V", "b2", grads, into)
     gx2 = _mm(gz2, W2)
     if full:
         gh1 = gf.add_(gx2)
@@ -190,7 +228,7 @@ def _resnet_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor, out: Out
         if "A_in" not in P:  # tied: A is also the inner A
             grads["A"].add_(_outer(gx2, a["h1"]))
         gh1 = gf.add_(_mm(gx2, _inner(P)))
-    _relu_back(gh1, a["z1"], X, "W", "b1", grads)
+    _relu_back(gh1, a["z1"], X, "W", "b1", grads, into)
     return grads
 
 
@@ -213,14 +251,14 @@ def _resnet_tan(a: Acts, P: Params, dP: Params, X: torch.Tensor) -> torch.Tensor
 
 
 def _grads(fwd: Fwd, back: Back, params: Params, X: torch.Tensor, Y: torch.Tensor,
-           into: Out) -> Grads:
+           into: Into) -> Grads:
     out, acts = fwd(params, X)
     loss, go = _residual(out, Y)
     return back(go, acts, params, X, into), loss
 
 
 def _ntk_grads(fwd: Fwd, back: Back, tan: Tan, params: Params, base: Params,
-               X: torch.Tensor, Y: torch.Tensor, into: Out) -> Grads:
+               X: torch.Tensor, Y: torch.Tensor, into: Into) -> Grads:
     out0, acts0 = fwd(base, X)                      # at theta0, shared by the G members
     loss, go = _residual(_taylor(tan, acts0, base, params, X, out0), Y)
     return back(go, acts0, base, X, into), loss
@@ -257,17 +295,17 @@ class StackedGrads:
     stacked_passes: ClassVar[Passes]
 
     def stacked_grads(self, params: Params, X: torch.Tensor, Y: torch.Tensor,
-                      into: Out | None = None) -> Grads:
-        """Gradients and losses of G stacked copies on one batch; the gradients of the names
-        in ``into`` are written into its tensors (and returned)."""
+                      into: Into = NOWHERE) -> Grads:
+        """Gradients and losses of G stacked copies on one batch; the names in ``into`` are
+        deposited into its tensors (:class:`Into`), which are returned for them."""
         s = type(self).stacked_passes
-        return _grads(s.fwd, s.back, params, X, Y, into or {})
+        return _grads(s.fwd, s.back, params, X, Y, into)
 
     def stacked_ntk_grads(self, params: Params, base: Params, X: torch.Tensor,
-                          Y: torch.Tensor, into: Out | None = None) -> Grads:
+                          Y: torch.Tensor, into: Into = NOWHERE) -> Grads:
         """The same for the first-order Taylor model at ``base`` (unstacked theta0)."""
         s = type(self).stacked_passes
-        return _ntk_grads(s.fwd, s.back, s.tan, params, base, X, Y, into or {})
+        return _ntk_grads(s.fwd, s.back, s.tan, params, base, X, Y, into)
 
     def stacked_forward(self, params: Params, X: torch.Tensor,
                         base: Params | None = None) -> torch.Tensor:

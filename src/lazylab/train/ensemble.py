@@ -45,6 +45,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad_and_value, jvp, vmap
 
+from lazylab.models.stacked import Into, deposit
 from lazylab.train import capture as cg
 from lazylab.train.meter import loop_steps
 
@@ -178,8 +179,10 @@ class _Schedule:
 
 class _Flat:
     """The stacked parameters of G configurations in one (G, T) tensor, with a (G, *shape)
-    view per name: the momentum-SGD update is three operations over one tensor, whatever the
-    number of parameter tensors."""
+    view per name: the momentum-SGD update is two operations over one tensor (after the
+    gradients' GEMMs deposit into the momentum buffer), whatever the number of parameter
+    tensors."""
+
 
     def __init__(self, theta0: dict[str, torch.Tensor], G: int):
         self.names = list(theta0)
@@ -220,39 +223,39 @@ class _Flat:
 
 
 class _Chunk:
-    """The live configurations of a chunk: their stacked parameters, momentum buffer,
-    gradient buffer (the step writes each gradient into its (G, *shape) view ``grads``),
+    """The live configurations of a chunk: their stacked parameters, momentum buffer (with a
+    (G, *shape) view per name, ``bufs``, into which each step deposits its gradient),
     learning rates and weight decays as (G_live, 1) columns, and their indices in the chunk."""
 
     def __init__(self, theta0: dict[str, torch.Tensor], cfg: list[tuple[float, float]],
                  X: torch.Tensor):
         self.flat = _Flat(theta0, len(cfg))
-        self.buf: torch.Tensor | None = None
-        self._grad(torch.empty_like(self.flat.data))
+        self._buf(torch.empty_like(self.flat.data))
+        self.first = True  # before the first step: b = g (torch.optim.SGD), not mu b + g
         self.live = torch.arange(len(cfg))
         self.lr0 = torch.tensor([c[0] for c in cfg], dtype=X.dtype, device=X.device).unsqueeze(1)
         self.wd = torch.tensor([c[1] for c in cfg], dtype=X.dtype, device=X.device).unsqueeze(1)
 
-    def _grad(self, grad: torch.Tensor) -> None:
-        self.grad, self.grads = grad, self.flat.views(grad)
+    def _buf(self, buf: torch.Tensor) -> None:
+        self.buf, self.bufs = buf, self.flat.views(buf)
 
-    def update(self, lr: torch.Tensor, momentum: float) -> None:
-        """One momentum-SGD step of every live configuration from the gradients in
-        ``self.grad``: 9 passes over the (G, T) parameters (read and write, three each)."""
-        gf = self.grad.addcmul_(self.flat.data, self.wd)  # grad + wd theta
-        if self.buf is None:
-            self.buf = gf.clone()
-        else:  # b <- g + mu b in one operation
-            torch.add(gf, self.buf, alpha=momentum, out=self.buf)
+    def into(self, momentum: float) -> Into:
+        """Where the step's gradients go: b <- mu b + g (b <- g at the first step)."""
+        return Into(self.bufs, 0.0 if self.first else momentum)
+
+    def update(self, lr: torch.Tensor) -> None:
+        """The rest of one momentum-SGD step of every live configuration, once the gradients
+        are in the buffer (b = mu b + g): b <- b + wd theta, theta <- theta - lr b (six passes
+        over the (G, T) parameters, reads and writes)."""
+        self.buf.addcmul_(self.flat.data, self.wd)
         self.flat.data.addcmul_(self.buf, lr, value=-1.0)
+        self.first = False
 
     def keep(self, ok: torch.Tensor) -> None:
         """Keep only the live configurations where the boolean mask ``ok`` holds."""
         self.flat.keep(ok.to(self.flat.data.device))
-        self._grad(self.grad[ok.to(self.grad.device)])
+        self._buf(self.buf[ok.to(self.buf.device)])
         self.lr0, self.wd = self.lr0[ok.to(self.lr0.device)], self.wd[ok.to(self.wd.device)]
-        if self.buf is not None:
-            self.buf = self.buf[ok.to(self.buf.device)]
         self.live = self.live[ok]
 
     def result(self, G: int) -> _Flat:
@@ -277,9 +280,9 @@ def _epoch(step_grad, chunk: _Chunk, X: torch.Tensor, Y: torch.Tensor, perm: tor
     for s in range(0, n, sched.batch_size):
         idx = perm[s:s + sched.batch_size]
         val = step_grad(chunk.flat.views(), X.index_select(0, idx), Y.index_select(0, idx),
-                        chunk.grads)
+                        chunk.into(sched.momentum))
         with torch.no_grad():
-            chunk.update(lr, sched.momentum)
+            chunk.update(lr)
             tot += val.double() * len(idx)
     return tot.div_(n)
 
@@ -291,7 +294,7 @@ class _Replay:
 
     def __init__(self, step_grad, chunk: _Chunk, X: torch.Tensor, Y: torch.Tensor,
                  perm: torch.Tensor, lr: torch.Tensor, sched: _Schedule):
-        if chunk.buf is None:  # the momentum buffer must exist before the recording
+        if chunk.first:  # the recorded steps all deposit with beta = mu
             raise RuntimeError("capture after the first eager epoch")
         self.perm, self.lr = perm.clone(), lr.clone()
         tot = torch.zeros(len(chunk.live), dtype=torch.float64, device=X.device)
@@ -362,7 +365,8 @@ def _split_init(model: nn.Module, names: list[str]
 
 def _batched_grad(fwd):
     """(params stacked over G, xb, yb, into) -> losses of every configuration, for the loss
-    mean_x ||f(x) - y||^2, the gradients copied into the tensors ``into`` (name -> (G, *shape))."""
+    mean_x ||f(x) - y||^2, the gradients deposited :class:`~lazylab.models.stacked.Into`
+    ``into``."""
     def loss(params: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor
              ) -> torch.Tensor:
         diff = (fwd(params, xb) - yb).reshape(xb.shape[0], -1)
@@ -371,11 +375,11 @@ def _batched_grad(fwd):
     grad = vmap(grad_and_value(loss), in_dims=(0, None, None))
 
     def step(params: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor,
-             into: dict[str, torch.Tensor]) -> torch.Tensor:
+             into: Into) -> torch.Tensor:
         g, val = grad(params, xb, yb)
         with torch.no_grad():
-            for nm, t in into.items():
-                t.copy_(g[nm])
+            for nm in into.tensors:
+                deposit(into, nm, g[nm])
         return val
 
     return step
@@ -399,19 +403,19 @@ def _stacked_grad(model: nn.Module, fixed: dict[str, torch.Tensor],
     """The model's hand-written gradients of G stacked configurations
     (:mod:`lazylab.models.stacked`; of its Taylor model at theta0 when ``linearize``) with
     the :func:`_batched_grad` interface: the fixed tensors are broadcast to the live
-    configurations, the trainable names' gradients written straight into ``into``."""
+    configurations, the trainable names' gradients deposited ``into`` (by their GEMMs)."""
     base = {**fixed, **theta0}
 
     def step(views: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor,
-             into: dict[str, torch.Tensor]) -> torch.Tensor:
+             into: Into) -> torch.Tensor:
         params = _stacked(fixed, views)
         if linearize:
             grads, loss = model.stacked_ntk_grads(params, base, xb, yb, into)
         else:
             grads, loss = model.stacked_grads(params, xb, yb, into)
-        for nm, t in into.items():  # a model that allocated its own gradient tensor
+        for nm, t in into.tensors.items():  # a model that allocated its own gradient tensor
             if grads[nm] is not t:
-                t.copy_(grads[nm])
+                deposit(into, nm, grads[nm])
         return loss
 
     return step
