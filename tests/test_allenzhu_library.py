@@ -289,6 +289,49 @@ def test_stacked_ntk_grads_equal_autograd_of_the_taylor_model(arch):
             assert torch.allclose(grads[n][g], a, atol=1e-12, rtol=0), (arch, n)
 
 
+@pytest.mark.parametrize("arch", list(_learners()))
+@pytest.mark.parametrize("ntk", [False, True])
+@pytest.mark.parametrize("beta", [0.0, 0.9])
+def test_gradients_deposited_into_a_buffer(arch, ntk, beta):
+    """With Into(tensors, beta), each named tensor T becomes beta T + its gradient (to 1e-12
+    against the gradients returned fresh), is the tensor returned for that name, and with
+    beta = 0 its old contents (NaN here) are ignored; views of one flat buffer, as the grid
+    trainer passes them."""
+    from lazylab.models.stacked import Into
+
+    net = _learners()[arch]()
+    G = 3
+    base = {n: v.detach() for n, v in {**dict(net.named_parameters()),
+                                       **dict(net.named_buffers())}.items()}
+    params = {n: v + 0.3 * torch.randn(G, *v.shape, generator=gen(41), dtype=F64)
+              for n, v in base.items()}
+    X = torch.randn(9, 7, generator=gen(42), dtype=F64)
+    Y = torch.randn(9, 3, generator=gen(43), dtype=F64)
+
+    def grads(into=None):
+        kw = {} if into is None else {"into": into}
+        if ntk:
+            return net.stacked_ntk_grads(params, base, X, Y, **kw)
+        return net.stacked_grads(params, X, Y, **kw)
+
+    fresh, loss = grads()
+    names = [n for n, _ in net.named_parameters()]
+    sizes = [fresh[n][0].numel() for n in names]
+    flat = (torch.full((G, sum(sizes)), math.nan, dtype=F64) if beta == 0.0
+            else torch.randn(G, sum(sizes), generator=gen(44), dtype=F64))
+    old = flat.clone()
+    views = dict(zip(names, (t.view(G, *fresh[n].shape[1:]) for n, t in
+                             zip(names, flat.split(sizes, dim=1), strict=True)), strict=True))
+    out, loss2 = grads(Into(views, beta))
+    assert torch.equal(loss, loss2)
+    off = 0
+    for n, k in zip(names, sizes, strict=True):
+        assert out[n] is views[n]
+        want = fresh[n].reshape(G, -1) + (beta * old[:, off:off + k] if beta else 0.0)
+        assert torch.allclose(flat[:, off:off + k], want, atol=1e-12, rtol=0), (arch, n)
+        off += k
+
+
 @pytest.mark.parametrize("arch,trainable,linearize", [
     ("3resnet", "all", False), ("3resnet", "hidden", False), ("3resnet-untied", "last", False),
     ("3layer", "all", False), ("3layer", "first", False), ("2layer", "all", False),
