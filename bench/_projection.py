@@ -102,11 +102,13 @@ def _addmv_flop(self_shape, a_shape, b_shape, out_shape=None, **kwargs) -> int:
 
 
 _aten = torch.ops.aten
-#: Products ``torch.utils.flop_counter`` has no formula for (its registry covers ``addmm``,
-#: not the in-place ``addmm_`` lazylab's trainers and normal equations use).
+#: Products ``torch.utils.flop_counter`` has no formula for (its registry covers ``addmm``
+#: and ``baddbmm``, not the in-place ``addmm_`` and ``baddbmm_`` lazylab's trainers and normal
+#: equations use).
 EXTRA_FLOPS = {_aten.addmm_: _addmm_flop, _aten.addbmm: _bmm_reduce_flop,
                _aten.addbmm_: _bmm_reduce_flop, _aten.addmv: _addmv_flop,
-               _aten.addmv_: _addmv_flop, _aten.mv: _mv_flop, _aten.dot: _mv_flop}
+               _aten.addmv_: _addmv_flop, _aten.mv: _mv_flop, _aten.dot: _mv_flop,
+               _aten.baddbmm_: _bmm_reduce_flop}
 
 
 def flop_counter() -> FlopCounterMode:
