@@ -25,6 +25,11 @@ every layer at theta0 (the jvp), and its gradient J(theta0)^T go is the backward
 with the activations of theta0, shared by all G (``stacked_ntk_grads``, given ``base`` =
 theta0).
 
+Where the gradients go is the caller's (:class:`Into`): the grid trainer has each gradient's
+GEMM add itself into its momentum buffer, b <- mu b + g (``baddbmm`` with beta = mu), so a
+step of G copies at width m reads and writes the m x m layers' buffers once instead of writing
+the gradient and then combining it with the buffer.
+
 Each learner is one :class:`Passes` triple (forward, backward, tangent); a module names its
 triple and inherits :class:`StackedGrads`, whose ``stacked_grads``, ``stacked_ntk_grads`` and
 ``stacked_forward`` the grid trainer and its predictions call.
