@@ -183,7 +183,6 @@ class _Flat:
     gradients' GEMMs deposit into the momentum buffer), whatever the number of parameter
     tensors."""
 
-
     def __init__(self, theta0: dict[str, torch.Tensor], G: int):
         self.names = list(theta0)
         self.shapes = [theta0[nm].shape for nm in self.names]
