@@ -465,3 +465,15 @@ def test_samples_packed_lr_search_equals_separate_runs(exp_id, method):
         x = s * p.batch_size / p.d
         assert got[("risk", x)] == pytest.approx(r, rel=1e-4), (method, s)
         assert got[("train_loss", x)] == pytest.approx(tl / prob.r0, rel=1e-4), (method, s)
+
+
+@pytest.mark.parametrize("exp_id", ["ghorbani-qf-width", "ghorbani-mg-width"])
+def test_a_huge_grid_size_is_refused_before_anything_is_allocated(exp_id):
+    """n_widths = 6.6e9 (found by the manifest property test) is refused by validation; the
+    size defaults computed before validation used to build that grid (49 GiB)."""
+    from lazylab.errors import InputError
+    from lazylab.runner.params import resolve_spec
+
+    with pytest.raises(InputError, match="n_widths"):
+        resolve_spec(REGISTRY[exp_id], "quick", {"n_widths": "6589876355"}, 1,
+                     torch.device("cpu"))

@@ -161,11 +161,11 @@ class WidthParams(C.GhorbaniParams):
                 return data  # pydantic reports the bad batch size
             data["sgd_steps"] = cls.default_steps(d, max(b, 1))
         if "rf_samples" not in data:
-            try:
+            try:  # the grid's largest width does not depend on its size, and n_widths is
+                # not validated yet here (a huge one must not allocate): two points suffice
                 n_max = max(width_grid(d, float(data.get("rho_min", cls.model_fields[
                     "rho_min"].default)), float(data.get("rho_max", cls.model_fields[
-                        "rho_max"].default)), int(data.get("n_widths", cls.model_fields[
-                            "n_widths"].default))))
+                        "rho_max"].default)), 2))
                 data["rf_samples"] = max(cls.model_fields["rf_samples"].default,
                                          RF_SAMPLES_PER_FEATURE * n_max)
             except (TypeError, ValueError):
