@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from lazylab.models import TwoLayerNet
-from lazylab.train import TrainingDiverged, fit, ghorbani_paper
-from lazylab.train.packed import train_packed_quad
+from lazylab.train import TrainingDiverged, fit, ghorbani_paper, packed
+from lazylab.train.packed import chunk_bounds, train_packed_quad
 
 D, B, STEPS = 6, 16, 300
 
@@ -36,8 +36,23 @@ def one_by_one(W0, lr, *, train_second: bool, stream_seed: int):
     return net.W.detach(), (net.scale * net.a.detach()), float(net.c.detach()), hist.final_loss
 
 
+@pytest.fixture(params=[None, 9], ids=["one-chunk", "chunks-of-9-units"])
+def chunked(request, monkeypatch):
+    """The pack stepped whole, or in chunks of at most 9 hidden units (widths 2, 5, 9, 5:
+    chunks [2, 5], [9], [5], after the divergence [2, 5], [9]; NT's 3, 6, 4: [3, 6], [4])."""
+    if request.param is not None:
+        monkeypatch.setattr(packed, "CPU_CHUNK_ELEMENTS", request.param * B)
+    return request.param
+
+
+def test_chunk_bounds_keep_members_whole():
+    assert chunk_bounds([2, 5, 9, 5], 8) == [(0, 2), (2, 3), (3, 4)]
+    assert chunk_bounds([2, 5, 9, 5], None) == [(0, 4)]
+    assert chunk_bounds([4, 4, 4], 8) == [(0, 2), (2, 3)]
+
+
 @pytest.mark.parametrize("train_second", [False, True])
-def test_packed_equals_one_by_one(train_second):
+def test_packed_equals_one_by_one(train_second, chunked):
     g = torch.Generator().manual_seed(3)
     widths = [2, 5, 9, 5]
     lrs = [0.01, 0.02, 0.01, 50.0]  # the last one diverges
@@ -62,7 +77,7 @@ def test_packed_equals_one_by_one(train_second):
     assert bool(res.diverged[3])  # the test would be vacuous without a diverged member
 
 
-def test_a_nan_stays_in_its_block():
+def test_a_nan_stays_in_its_block(chunked):
     g = torch.Generator().manual_seed(0)
     W0 = [0.1 * torch.randn(3, D, generator=g, dtype=torch.float64) for _ in range(3)]
     W0[1][0, 0] = float("nan")
@@ -116,7 +131,7 @@ def _nt_one_by_one(W0, lr, log, stream_seed: int):
     return lin.direction["W"].detach(), float(lin.direction["c"].detach()), hist
 
 
-def test_packed_nt_equals_linearized_fit_with_its_log():
+def test_packed_nt_equals_linearized_fit_with_its_log(chunked):
     """The NT pack equals fit on LinearizedModel(wrt W, c), member by member, float64: final
     parameters, and at every logged step the batch loss and an evaluation of the parameters
     (before that step's update, as fit logs them)."""
@@ -148,7 +163,7 @@ def test_packed_nt_equals_linearized_fit_with_its_log():
     assert bool(res.diverged[2])
 
 
-def test_packed_quad_log_equals_fit_log():
+def test_packed_quad_log_equals_fit_log(chunked):
     """The NN pack's logged batch losses and evaluations equal fit's History, float64."""
     g = torch.Generator().manual_seed(4)
     W0 = [0.3 * torch.randn(n, D, generator=g, dtype=torch.float64) / math.sqrt(D)

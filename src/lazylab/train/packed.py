@@ -16,6 +16,8 @@ share one stream of samples and their hidden units are concatenated into one (P,
 P = sum_j N_j: a step of all of them is two (NT: three) GEMMs and a few elementwise
 operations, whatever G is. Each member's output is a per-block sum (``index_add``, never a
 product with a 0/1 matrix), so a member that overflows leaves NaNs in its own block only.
+On a CPU the step runs over chunks of whole members (:data:`CPU_CHUNK_ELEMENTS`), so that its
+(rows, B) temporaries stay in cache; on a GPU the pack is one chunk.
 
 The gradients are written out (no autograd), for r_{b,j} = f_j(x_b) - y_b and
 h_{b,i} = w_i . x_b:
@@ -57,7 +59,8 @@ import torch
 from lazylab.train import capture as cg
 from lazylab.train.meter import evaluation, loop_steps
 
-__all__ = ["PackedQuadResult", "train_packed_nt", "train_packed_quad"]
+__all__ = ["CPU_CHUNK_ELEMENTS", "PackedQuadResult", "chunk_bounds", "train_packed_nt",
+           "train_packed_quad"]
 
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
 #: eval_fn(member index j, (first, second, c_j)) -> float: NN (W_j, a_j, c_j), NT (W_j, U_j, c_j).
@@ -87,34 +90,91 @@ class PackedQuadResult:
         return self.a
 
 
+#: Elements of one (rows, batch) temporary of a step on a CPU: the pack is stepped in chunks
+#: of whole members of at most this many hidden units x batch, so that the step's
+#: elementwise temporaries (8 MB in float32) stay in the last-level cache instead of streaming
+#: through memory; about a quarter less CPU time at the Ghorbani width grids' paper shapes.
+#: On a GPU the pack is one chunk: there a step is bound by its launches.
+CPU_CHUNK_ELEMENTS = 2 ** 21
+
+
+@dataclass
+class _Chunk:
+    """Views of consecutive members' rows of a pack: updates in place reach the pack."""
+
+    first: torch.Tensor
+    second: torch.Tensor
+    c: torch.Tensor
+    lr: torch.Tensor
+    seg: torch.Tensor  # each row's member index within the chunk
+
+    def sum(self, Z: torch.Tensor, B: int, scale: float = 1.0) -> torch.Tensor:
+        """scale x the per-member sums of Z's rows, plus c: (members, B)."""
+        out = torch.zeros(len(self.c), B, dtype=Z.dtype, device=Z.device)
+        out.index_add_(0, self.seg, Z, alpha=scale)
+        return out + self.c.unsqueeze(1)
+
+
+def chunk_bounds(sizes: Sequence[int], rows: int | None) -> list[tuple[int, int]]:
+    """Consecutive member ranges [k0, k1) of at most ``rows`` hidden units each (a member
+    larger than that alone); one range when ``rows`` is None.
+
+    >>> chunk_bounds([3, 3, 5, 1], 6)
+    [(0, 2), (2, 3), (3, 4)]
+    """
+    if rows is None:
+        return [(0, len(sizes))]
+    out, k0, total = [], 0, 0
+    for k, n in enumerate(sizes):
+        if k > k0 and total + n > rows:
+            out.append((k0, k))
+            k0, total = k, 0
+        total += n
+    out.append((k0, len(sizes)))
+    return out
+
+
 class _Pack:
     """The live members' two per-unit tensors concatenated (``first`` (P, d), ``second``),
-    with each hidden unit's member index; subclasses write the step."""
+    stepped chunk by chunk (:data:`CPU_CHUNK_ELEMENTS`); subclasses write one chunk's step."""
 
     def __init__(self, first: list[torch.Tensor], second: list[torch.Tensor],
-                 c: torch.Tensor, lrs: torch.Tensor, ids: list[int]):
+                 c: torch.Tensor, lrs: torch.Tensor, ids: list[int], rows: int | None = None):
         self.ids = ids
         self.first = torch.cat(first)
         self.second = torch.cat(second)
         self.c = c.clone()
-        sizes = torch.tensor([len(w) for w in first], device=self.first.device)
-        self.seg = torch.repeat_interleave(torch.arange(len(ids), device=self.first.device),
-                                           sizes)
         self.lr = lrs.to(self.first)
-        self.lr_unit = self.lr[self.seg]
-
-    def _sum(self, Z: torch.Tensor, B: int) -> torch.Tensor:
-        out = torch.zeros(len(self.ids), B, dtype=Z.dtype, device=Z.device)
-        out.index_add_(0, self.seg, Z)
-        return out + self.c.unsqueeze(1)
+        sizes = [len(w) for w in first]
+        starts = [0]
+        for n in sizes:
+            starts.append(starts[-1] + n)
+        self.chunks = []
+        for k0, k1 in chunk_bounds(sizes, rows):
+            s, e = starts[k0], starts[k1]
+            seg = torch.repeat_interleave(torch.arange(k1 - k0, device=self.first.device),
+                                          torch.tensor(sizes[k0:k1], device=self.first.device))
+            self.chunks.append(_Chunk(self.first[s:e], self.second[s:e], self.c[k0:k1],
+                                      self.lr[k0:k1], seg))
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
         """Outputs (G, B) of the live members."""
-        raise NotImplementedError
+        return _cat([self._forward(ch, X) for ch in self.chunks])
 
     def step(self, X: torch.Tensor, y: torch.Tensor, mult: torch.Tensor) -> torch.Tensor:
         """One SGD step of every member on (X, y); returns the batch losses (G,) before it."""
+        return _cat([self._step(ch, X, y, mult) for ch in self.chunks])
+
+    def _forward(self, ch: _Chunk, X: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
+
+    def _step(self, ch: _Chunk, X: torch.Tensor, y: torch.Tensor, mult: torch.Tensor
+              ) -> torch.Tensor:
+        raise NotImplementedError
+
+
+def _cat(parts: list[torch.Tensor]) -> torch.Tensor:
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 class _QuadPack(_Pack):
@@ -122,24 +182,26 @@ class _QuadPack(_Pack):
 
     train_second = False
 
-    def forward(self, X: torch.Tensor) -> torch.Tensor:
-        H = self.first @ X.T  # hidden units along rows: per-member sums move whole rows
-        return self._sum(H * H * self.second.unsqueeze(1), X.shape[0])
+    def _forward(self, ch: _Chunk, X: torch.Tensor) -> torch.Tensor:
+        H = ch.first @ X.T  # hidden units along rows: per-member sums move whole rows
+        return ch.sum(H * H * ch.second.unsqueeze(1), X.shape[0])
 
-    def step(self, X: torch.Tensor, y: torch.Tensor, mult: torch.Tensor) -> torch.Tensor:
-        H = self.first @ X.T
-        r = self._sum(H * H * self.second.unsqueeze(1), X.shape[0]) - y.unsqueeze(0)
+    def _step(self, ch: _Chunk, X: torch.Tensor, y: torch.Tensor, mult: torch.Tensor
+              ) -> torch.Tensor:
+        B = X.shape[0]
+        H = ch.first @ X.T
+        HA = H * ch.second.unsqueeze(1)  # a before this update
+        r = ch.sum(HA * H, B) - y.unsqueeze(0)
         loss = (r * r).mean(1)
-        g_out = r * (2.0 / X.shape[0])
-        g_Z = g_out.index_select(0, self.seg)
-        step = mult * self.lr_unit
-        # The step size folded into the (P, B) factor: the W update is one fused GEMM,
-        # W <- W - (step g_H) X, with no extra pass over the (P, d) matrix.
-        g_Hs = g_Z * H * (2.0 * step * self.second).unsqueeze(1)  # a before this update
+        g_out = r * (2.0 / B)
+        step = mult * ch.lr
         if self.train_second:
-            self.second -= step * (g_Z * H * H).sum(1)
-        self.first.addmm_(g_Hs, X, alpha=-1.0)
-        self.c -= (mult * self.lr) * g_out.sum(1)
+            ch.second.sub_((g_out.index_select(0, ch.seg) * H * H).sum(1) * step[ch.seg])
+        # dL/dw_i = 2 a_i sum_b g_b h_bi x_b: the member's factor 2 step g_b is formed on the
+        # (members, B) outputs and the W update is one fused GEMM, W <- W - (step g_H) X.
+        g_Hs = (g_out * (2.0 * step).unsqueeze(1)).index_select(0, ch.seg).mul_(HA)
+        ch.first.addmm_(g_Hs, X, alpha=-1.0)
+        ch.c.sub_(step * g_out.sum(1))
         return loss
 
 
@@ -150,19 +212,20 @@ class _QuadPackBoth(_QuadPack):
 class _NTPack(_Pack):
     """NT members: ``first`` = W (fixed), ``second`` = U (trained)."""
 
-    def forward(self, X: torch.Tensor) -> torch.Tensor:
-        H, V = self.first @ X.T, self.second @ X.T
-        return self._sum(2.0 * H * V, X.shape[0])
+    def _forward(self, ch: _Chunk, X: torch.Tensor) -> torch.Tensor:
+        return ch.sum((ch.first @ X.T) * (ch.second @ X.T), X.shape[0], 2.0)
 
-    def step(self, X: torch.Tensor, y: torch.Tensor, mult: torch.Tensor) -> torch.Tensor:
-        H, V = self.first @ X.T, self.second @ X.T
-        r = self._sum(2.0 * H * V, X.shape[0]) - y.unsqueeze(0)
+    def _step(self, ch: _Chunk, X: torch.Tensor, y: torch.Tensor, mult: torch.Tensor
+              ) -> torch.Tensor:
+        B = X.shape[0]
+        H = ch.first @ X.T
+        r = ch.sum(H * (ch.second @ X.T), B, 2.0) - y.unsqueeze(0)
         loss = (r * r).mean(1)
-        g_out = r * (2.0 / X.shape[0])
-        step = mult * self.lr_unit
-        self.second.addmm_(g_out.index_select(0, self.seg) * H * (2.0 * step).unsqueeze(1), X,
-                           alpha=-1.0)
-        self.c -= (mult * self.lr) * g_out.sum(1)
+        g_out = r * (2.0 / B)
+        step = mult * ch.lr
+        ch.second.addmm_((g_out * (2.0 * step).unsqueeze(1)).index_select(0, ch.seg).mul_(H),
+                         X, alpha=-1.0)
+        ch.c.sub_(step * g_out.sum(1))
         return loss
 
 
@@ -219,8 +282,9 @@ def _train(kind: type[_Pack], first: list[torch.Tensor], second: list[torch.Tens
         raise ValueError(f"log_steps must lie in [0, steps={steps}]; got {sorted(log_steps)}")
     G = len(first)
     c = torch.zeros(G, dtype=first[0].dtype, device=first[0].device)
+    rows = None if first[0].device.type == "cuda" else max(1, CPU_CHUNK_ELEMENTS // batch_size)
     state = _State(first, second, c, torch.zeros(G, dtype=torch.bool),
-                   torch.tensor([float(v) for v in lrs], dtype=torch.float64), kind)
+                   torch.tensor([float(v) for v in lrs], dtype=torch.float64), kind, rows)
     pack = state.pack(list(range(G)))
     run = loop_steps(steps, evaluations=len({int(s) for s in log_steps}))
     logs = sorted({int(s) for s in log_steps if s <= run})
@@ -281,10 +345,11 @@ class _State:
     dead: torch.Tensor
     lrs: torch.Tensor
     kind: type[_Pack]
+    rows: int | None  # hidden units a chunk of the step may hold (None: one chunk)
 
     def pack(self, ids: list[int]) -> _Pack:
         return self.kind([self.first[j] for j in ids], [self.second[j] for j in ids],
-                         self.c[ids], self.lrs[ids], ids)
+                         self.c[ids], self.lrs[ids], ids, self.rows)
 
     def unpack(self, pack: _Pack) -> None:
         """Copy the live members' packed parameters back into the per-member lists."""
