@@ -108,11 +108,17 @@ class _Chunk:
     lr: torch.Tensor
     seg: torch.Tensor  # each row's member index within the chunk
 
-    def sum(self, Z: torch.Tensor, B: int, scale: float = 1.0) -> torch.Tensor:
-        """scale x the per-member sums of Z's rows, plus c: (members, B)."""
-        out = torch.zeros(len(self.c), B, dtype=Z.dtype, device=Z.device)
-        out.index_add_(0, self.seg, Z, alpha=scale)
-        return out + self.c.unsqueeze(1)
+    def sum(self, Z: torch.Tensor, y: torch.Tensor | None = None, scale: float = 1.0
+            ) -> torch.Tensor:
+        """c + scale x the per-member sums of Z's rows (members, B), minus y (B,) if given."""
+        base = (self.c.unsqueeze(1) - y.unsqueeze(0) if y is not None
+                else self.c.unsqueeze(1).repeat(1, Z.shape[1]))
+        return base.index_add_(0, self.seg, Z, alpha=scale)
+
+    def factor(self, r: torch.Tensor, mult: torch.Tensor) -> torch.Tensor:
+        """2 step_j dL_j/df_j = (4 step_j / B) r_j, per member (members, B): what every
+        gradient of the chunk is built from."""
+        return r * (mult * self.lr * (4.0 / r.shape[1])).unsqueeze(1)
 
 
 def chunk_bounds(sizes: Sequence[int], rows: int | None) -> list[tuple[int, int]]:
@@ -184,24 +190,22 @@ class _QuadPack(_Pack):
 
     def _forward(self, ch: _Chunk, X: torch.Tensor) -> torch.Tensor:
         H = ch.first @ X.T  # hidden units along rows: per-member sums move whole rows
-        return ch.sum(H * H * ch.second.unsqueeze(1), X.shape[0])
+        return ch.sum(H * H * ch.second.unsqueeze(1))
 
     def _step(self, ch: _Chunk, X: torch.Tensor, y: torch.Tensor, mult: torch.Tensor
               ) -> torch.Tensor:
-        B = X.shape[0]
         H = ch.first @ X.T
         HA = H * ch.second.unsqueeze(1)  # a before this update
-        r = ch.sum(HA * H, B) - y.unsqueeze(0)
+        r = ch.sum(HA * H, y)
         loss = (r * r).mean(1)
-        g_out = r * (2.0 / B)
-        step = mult * ch.lr
-        if self.train_second:
-            ch.second.sub_((g_out.index_select(0, ch.seg) * H * H).sum(1) * step[ch.seg])
-        # dL/dw_i = 2 a_i sum_b g_b h_bi x_b: the member's factor 2 step g_b is formed on the
-        # (members, B) outputs and the W update is one fused GEMM, W <- W - (step g_H) X.
-        g_Hs = (g_out * (2.0 * step).unsqueeze(1)).index_select(0, ch.seg).mul_(HA)
-        ch.first.addmm_(g_Hs, X, alpha=-1.0)
-        ch.c.sub_(step * g_out.sum(1))
+        gs = ch.factor(r, mult)
+        g_Z = gs.index_select(0, ch.seg)
+        if self.train_second:  # a_i -= step sum_b dL/df_b h_bi^2
+            ch.second.sub_((g_Z * H * H).sum(1), alpha=0.5)
+        # w_i -= step 2 a_i sum_b dL/df_b h_bi x_b: the step folded into the (rows, B)
+        # factor, so that the W update is one fused GEMM with no extra pass over W.
+        ch.first.addmm_(g_Z.mul_(HA), X, alpha=-1.0)
+        ch.c.sub_(gs.sum(1), alpha=0.5)
         return loss
 
 
@@ -213,19 +217,16 @@ class _NTPack(_Pack):
     """NT members: ``first`` = W (fixed), ``second`` = U (trained)."""
 
     def _forward(self, ch: _Chunk, X: torch.Tensor) -> torch.Tensor:
-        return ch.sum((ch.first @ X.T) * (ch.second @ X.T), X.shape[0], 2.0)
+        return ch.sum((ch.first @ X.T) * (ch.second @ X.T), scale=2.0)
 
     def _step(self, ch: _Chunk, X: torch.Tensor, y: torch.Tensor, mult: torch.Tensor
               ) -> torch.Tensor:
-        B = X.shape[0]
         H = ch.first @ X.T
-        r = ch.sum(H * (ch.second @ X.T), B, 2.0) - y.unsqueeze(0)
+        r = ch.sum(H * (ch.second @ X.T), y, 2.0)
         loss = (r * r).mean(1)
-        g_out = r * (2.0 / B)
-        step = mult * ch.lr
-        ch.second.addmm_((g_out * (2.0 * step).unsqueeze(1)).index_select(0, ch.seg).mul_(H),
-                         X, alpha=-1.0)
-        ch.c.sub_(step * g_out.sum(1))
+        gs = ch.factor(r, mult)  # u_i -= step 2 sum_b dL/df_b h_bi x_b
+        ch.second.addmm_(gs.index_select(0, ch.seg).mul_(H), X, alpha=-1.0)
+        ch.c.sub_(gs.sum(1), alpha=0.5)
         return loss
 
 
