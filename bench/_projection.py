@@ -483,8 +483,8 @@ def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
             i = todo.pop(0)
             try:
                 _alarm(limit)
-                c, n_loops, ok, detail = _measure_group(_caller(exp, p, first[i], device, kw), cap,
-                                                tcap, device)
+                c, n_loops, ok, detail = _measure_group(_caller(exp, p, first[i], device, kw),
+                                                        cap, tcap, device, rate, fast)
             except Timeout:
                 exact = False  # the larger groups of this stratum: the fitted power law
                 lo = max(done_i, default=-1)
