@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -57,7 +59,8 @@ def test_cap_limits_fit_and_records_each_loop():
                  log_steps=[0, 2, 500, 1000])
         h2 = fit(net, data=(X, X[:, :1]), loss="mse", optimizer="gd", lr=0.1, steps=3)
     assert [(s.requested, s.run) for s in m.loops] == [(1000, 4), (3, 3)]
-    assert h1.steps == [0, 2] and h2.steps[-1] == 3
+    # the last log moves to the last step run: a capped run still reports a final loss
+    assert h1.steps == [0, 2, 4] and math.isfinite(h1.final_loss) and h2.steps[-1] == 3
 
 
 def test_extrapolated_operations_equal_the_uncapped_count():

@@ -247,7 +247,11 @@ def _log_schedule(steps: int, log_points: int, log_steps: Iterable[int] | None
         logs = log_spaced_steps(steps, log_points)
     run = loop_steps(steps, evaluations=len(logs))
     if run < steps:  # capped for measuring (lazylab.train.meter)
-        logs, steps = [s for s in logs if s <= run], run
+        # The last log moves to the last step run: a caller reading the final loss (e.g. to
+        # tell a diverged run) sees one, and the run makes its final evaluation as the
+        # uncapped one would.
+        cut = [s for s in logs if s <= run] + ([run] if logs and logs[-1] > run else [])
+        logs, steps = cut, run
     return set(logs), steps
 
 
