@@ -125,8 +125,8 @@ def chunk_bounds(sizes: Sequence[int], rows: int | None) -> list[tuple[int, int]
     """Consecutive member ranges [k0, k1) of at most ``rows`` hidden units each (a member
     larger than that alone); one range when ``rows`` is None.
 
-    >>> chunk_bounds([3, 3, 5, 1], 6)
-    [(0, 2), (2, 3), (3, 4)]
+    >>> chunk_bounds([3, 3, 5, 1, 4], 6)
+    [(0, 2), (2, 4), (4, 5)]
     """
     if rows is None:
         return [(0, len(sizes))]
