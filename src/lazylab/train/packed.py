@@ -93,7 +93,8 @@ class PackedQuadResult:
 #: Elements of one (rows, batch) temporary of a step on a CPU: the pack is stepped in chunks
 #: of whole members of at most this many hidden units x batch, so that the step's
 #: elementwise temporaries (8 MB in float32) stay in the last-level cache instead of streaming
-#: through memory; about a quarter less CPU time at the Ghorbani width grids' paper shapes.
+#: through memory: at the Ghorbani width grids' paper shapes a sixth less CPU time a step on
+#: a quiet machine, a quarter beside another job (docs/paper-scale.md, section 14).
 #: On a GPU the pack is one chunk: there a step is bound by its launches.
 CPU_CHUNK_ELEMENTS = 2 ** 21
 
