@@ -53,6 +53,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import torch
 
@@ -153,10 +154,8 @@ class _Pack:
         self.c = c.clone()
         self.lr = lrs.to(self.first)
         sizes = [len(w) for w in first]
-        starts = [0]
-        for n in sizes:
-            starts.append(starts[-1] + n)
-        self.chunks = []
+        starts = [0, *accumulate(sizes)]
+        self.chunks: list[_Chunk] = []
         for k0, k1 in chunk_bounds(sizes, rows):
             s, e = starts[k0], starts[k1]
             seg = torch.repeat_interleave(torch.arange(k1 - k0, device=self.first.device),
