@@ -297,7 +297,7 @@ def _timed_probe(device: torch.device):
 
 
 def _measure_group(call, cap: int, tcap: int, device: torch.device,
-                   rate: float = H100_FLOPS, fast: bool = False
+                   rate: float = H100_FLOPS, fast: bool = False, blocks: int | None = None
                    ) -> tuple[Cost, int, bool, str]:
     """Extrapolated uncapped cost of one group; (cost, loops seen, exact, the H100 model's
     pieces in words). Wall and CPU seconds are timed at caps ``cap`` and ``2 cap``, or where
@@ -305,16 +305,19 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device,
     (enough steps that the timer's jitter is small against their difference); operations,
     flop, bytes and time inside operations are counted at the same caps (counts are exact).
     ``fast``: no timed runs; the counted runs' own wall and CPU seconds stand for the time
-    here (a little high: the counters' overhead), half the measuring time."""
+    here (a little high: the counters' overhead), half the measuring time. ``blocks``: every
+    evaluation pass runs that many row blocks, the rest extrapolated
+    (:func:`lazylab.train.meter.sampled_blocks`)."""
     timed, caps = [], (cap, 2 * cap)
     if not fast:
-        timed, caps = _timed(call, cap, tcap, device)
+        timed, caps = _timed(call, cap, tcap, device, blocks)
     counted = []
     for k in caps[:len(timed) or 2]:  # counted where timed
         with OpCounter() as oc, flop_counter() as fc:
             with capped(k, lambda: (float(oc.n), float(fc.get_total_flops()),
                                     oc.seconds, oc.decomp, oc.bytes,
-                                    time.perf_counter(), time.process_time())) as m:
+                                    time.perf_counter(), time.process_time()),
+                        blocks) as m:
                 call()
         counted.append(m)
         if not m.loops:
@@ -342,12 +345,12 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device,
             exact, detail)
 
 
-def _timed(call, cap: int, tcap: int, device: torch.device
+def _timed(call, cap: int, tcap: int, device: torch.device, blocks: int | None = None
            ) -> tuple[list[StepMeter], tuple[int, int]]:
     """The timed runs of :func:`_measure_group` and the caps they used."""
     timed, caps = [], (cap, 2 * cap)
     for k in caps:
-        with capped(k, _timed_probe(device)) as m:
+        with capped(k, _timed_probe(device), blocks) as m:
             call()
         timed.append(m)
         if not m.loops:  # nothing to extrapolate: one run of each kind
@@ -357,7 +360,7 @@ def _timed(call, cap: int, tcap: int, device: torch.device
             for i in range(len(timed[0].loops))):
         timed, caps = [], (tcap, 2 * tcap)  # steps too short to time at the small caps
         for k in caps:
-            with capped(k, _timed_probe(device)) as m:
+            with capped(k, _timed_probe(device), blocks) as m:
                 call()
             timed.append(m)
     return timed, caps
@@ -373,6 +376,8 @@ def _subset(m: StepMeter, idx: tuple[int, ...]) -> StepMeter:
         out.loops.append(Segment(seg.requested, seg.run, pick(seg.start), pick(seg.end),
                                  seg.evaluations, seg.evaluated,
                                  list(pick(seg.evaluation_cost)) if seg.evaluation_cost
+                                 else [],
+                                 list(pick(seg.evaluation_extra)) if seg.evaluation_extra
                                  else []))
     return out
 
@@ -380,6 +385,7 @@ def _subset(m: StepMeter, idx: tuple[int, ...]) -> StepMeter:
 def _linear(m: StepMeter, tot: list[float]) -> list[float]:
     out = list(tot)
     for s in m.loops:
+        out = [o + e for o, e in zip(out, s.evaluation_extra or [0.0] * len(out), strict=True)]
         if s.run and s.requested > s.run:
             for j in range(len(out)):
                 out[j] += (s.end[j] - s.start[j]) * (s.requested / s.run - 1)
@@ -409,10 +415,10 @@ def _h100(counted: list[StepMeter], rate: float = H100_FLOPS) -> tuple[float, st
             loop += ev
             words.append(f"{seg.evaluations} evaluations of {eo:.0f} ops, {ef / 1e9:.3g} GFLOP "
                          f"= {ev:.2f} s")
-            ops, flop, inside = ops - eo * seg.evaluated, flop - ef * seg.evaluated, \
-                inside - eins * seg.evaluated
-            decomp, nbytes = decomp - edec * seg.evaluated, nbytes - eb * seg.evaluated
-            tw -= ew * seg.evaluated
+            # the rest loses what these evaluations cost here, not the blocks they skipped
+            mo, mf, mins, mdec, mb, mw, _ = seg.evaluation_cost
+            ops, flop, inside = ops - mo, flop - mf, inside - mins
+            decomp, nbytes, tw = decomp - mdec, nbytes - mb, tw - mw
         secs += loop
     rest = h100_seconds(max(ops, 0.0), max(flop, 0.0), tw - inside, decomp, rate, nbytes)
     words.append(f"rest: {max(ops, 0.0):.0f} ops, {max(flop, 0.0) / 1e9:.3g} GFLOP, "
@@ -441,7 +447,7 @@ def stratum(g: WorkGroup) -> tuple:
 
 def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
             limit: float, tcap: int = 20, verbose: bool = False, fast: bool = False,
-            overrides: dict[str, str] | None = None) -> Projection:
+            overrides: dict[str, str] | None = None, blocks: int | None = None) -> Projection:
     """The projection of one experiment (module docstring): the groups are split into strata
     (:func:`stratum`); up to ``sample`` seed-0 groups of each, evenly spaced in size
     (:func:`size_key`, smallest first; one group per distinct size), are measured, and each group of
@@ -450,7 +456,8 @@ def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
     ends the stratum's sampling (its larger groups follow the fit of the smaller ones), or, before
     two sizes are measured, the projection (Timeout). ``fast``: see :func:`_measure_group`;
     ``overrides``: paper parameters set otherwise (``--set``), e.g. one panel of a figure, so that
-    disjoint parts of one experiment can be projected side by side and added."""
+    disjoint parts of one experiment can be projected side by side and added; ``blocks``: row
+    blocks an evaluation pass runs (:func:`_measure_group`)."""
     exp = get_experiment(exp_id)
     rate = h100_rate(exp)
     fields = exp.Params.model_fields
@@ -484,7 +491,7 @@ def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
             try:
                 _alarm(limit)
                 c, n_loops, ok, detail = _measure_group(_caller(exp, p, first[i], device, kw),
-                                                        cap, tcap, device, rate, fast)
+                                                        cap, tcap, device, rate, fast, blocks)
             except Timeout:
                 exact = False  # the larger groups of this stratum: the fitted power law
                 lo = max(done_i, default=-1)

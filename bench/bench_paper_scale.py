@@ -256,7 +256,8 @@ def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, A
         try:
             pr = project(exp_id, cap=a.cap, sample=a.sample, device=device, limit=a.limit,
                          tcap=a.tcap, verbose=a.verbose, fast=a.fast,
-                         overrides=dict(kv.split("=", 1) for kv in a.set))
+                         overrides=dict(kv.split("=", 1) for kv in a.set),
+                         blocks=a.eval_blocks)
         except Timeout as e:
             print(f"{exp_id:<22} not projected: a piece ran {e}")
             out[exp_id] = {"error": f"a piece ran {e}"}
@@ -272,7 +273,8 @@ def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, A
                        "loops": pr.loops, "exact": pr.exact, "flop": tot.flop, "ops": tot.ops,
                        "seconds_here": tot.wall, "cpu_seconds_here": tot.cpu,
                        "h100_model_seconds": tot.h100,
-                       "measured_h100_seconds": meas[0] if meas else None}
+                       "measured_h100_seconds": meas[0] if meas else None,
+                       "eval_blocks": a.eval_blocks}
         if a.write_estimates:  # as each experiment finishes: a cut run keeps what it measured
             write_estimates({exp_id: out[exp_id]}, device, quiet=True)
     done = {k: v for k, v in out.items() if "error" not in v}
@@ -314,12 +316,17 @@ def main() -> None:
     ap.add_argument("--part", choices=("all", "projection", "ratios"), default="all")
     ap.add_argument("--fast", action="store_true",
                     help="count only (no timed runs): half the measuring time")
+    ap.add_argument("--eval-blocks", type=int, default=None, metavar="B",
+                    help="measure B row blocks of each evaluation pass and extrapolate the "
+                         "rest (lazylab.train.meter.sampled_blocks); default: all")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a paper parameter set otherwise (e.g. panels=a); not with "
                          "--write-estimates")
     ap.add_argument("--write-estimates", action="store_true",
                     help="store the projections as the registry's paper-scale estimates")
     a = ap.parse_args()
+    if a.eval_blocks is not None and a.eval_blocks < 1:
+        ap.error(f"--eval-blocks must be a positive integer; got {a.eval_blocks}")
     if a.set and a.write_estimates:
         ap.error("--set projects part of an experiment: its estimate is not the experiment's")
     torch.set_num_threads(a.threads)

@@ -9,7 +9,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from lazylab.train import fit
-from lazylab.train.meter import capped, extrapolate, loop_steps
+from lazylab.train.meter import capped, evaluation, extrapolate, loop_steps, sampled_blocks
 from lazylab.train.packed import train_packed_quad
 
 
@@ -127,3 +127,75 @@ def test_log_spaced_evaluations_extrapolate_exactly_when_kept_apart(monkeypatch,
         assert est == pytest.approx(full, abs=0.5)
     else:
         assert est > 1.3 * full
+
+
+def _sgd_in_blocks(steps: int, n: int = 40, rows: int = 5) -> None:
+    """SGD whose logged full-data loss runs in row blocks of ``rows`` (n / rows of them);
+    one batch an epoch, so that every step costs the same (a new epoch draws a permutation)."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(n, 3, generator=g, dtype=torch.float64)
+    net = torch.nn.Linear(3, 1).double()
+    fit(net, data=(X, X[:, :1]), optimizer="sgd", batch_size=n, lr=0.05, steps=steps,
+        log_steps=[0, steps // 2, steps], eval_rows=rows,
+        generator=torch.Generator().manual_seed(1))
+
+
+def _blocked_counts(run, blocks: int | None) -> tuple[int, int, float]:
+    """(operations uncapped, of the run capped at 3, extrapolated from caps 3 and 6)."""
+    with Ops() as full:
+        run()
+    meters, ran = [], []
+    for cap in (3, 6):
+        with Ops() as oc, capped(cap, lambda oc=oc: (float(oc.n),), blocks) as m:
+            run()
+        meters.append(m)
+        ran.append(oc.n)
+    return full.n, ran[0], extrapolate(meters[0], meters[1], meters[0].total())[0]
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 7, 8])
+def test_sampled_evaluation_blocks_extrapolate_exactly(blocks):
+    """Full-data losses over 8 equal row blocks, 3 logged of 100 steps: measured with 1, 2 or 7
+    blocks an evaluation, the extrapolated operation count is the one measured with all 8
+    blocks (blocks are alike), which is the uncapped count but for the few operations a
+    logged step makes outside its evaluation (the middle log, which no capped run makes); and
+    the capped run ran fewer operations than with all 8."""
+    full, ran, est = _blocked_counts(lambda: _sgd_in_blocks(100), blocks)
+    _, ran_all, est_all = _blocked_counts(lambda: _sgd_in_blocks(100), None)
+    assert est == pytest.approx(est_all, abs=1e-6)
+    assert abs(est_all - full) <= 3
+    assert (ran < ran_all) == (blocks < 8)
+
+
+def test_skipped_blocks_are_charged(monkeypatch):
+    """Without charging the skipped blocks the same measurement falls short by (at least one
+    operation of) the 6 of 8 blocks of each of the 3 evaluations: the charge is what makes it
+    exact."""
+    import lazylab.train.meter as meter
+
+    real = meter.sampled_blocks
+
+    def uncharged(items):
+        m = meter._METER.get()
+        b = None if m is None or not m.evaluating else m.blocks
+        yield from (items if b is None else items[:b])
+
+    _, _, est_all = _blocked_counts(lambda: _sgd_in_blocks(100), None)
+    _, _, est = _blocked_counts(lambda: _sgd_in_blocks(100), 2)
+    monkeypatch.setattr("lazylab.train.loop.sampled_blocks", uncharged)
+    _, _, low = _blocked_counts(lambda: _sgd_in_blocks(100), 2)
+    assert est == pytest.approx(est_all, abs=1e-6) and low < est_all - 3 * 6
+    assert real is meter.sampled_blocks
+
+
+def test_sampled_blocks_only_inside_an_evaluation():
+    """A training loop's own blocks (outside evaluation()) are never cut, and the capped
+    helper refuses a block count below 1."""
+    with capped(2, lambda: (0.0,), blocks=1):
+        loop_steps(10)
+        assert list(sampled_blocks(range(5))) == [0, 1, 2, 3, 4]
+        with evaluation():
+            assert list(sampled_blocks(range(5))) == [0]
+    with pytest.raises(ValueError, match="blocks must be"):
+        with capped(2, blocks=0):
+            pass

@@ -1,6 +1,7 @@
 """bench/_projection.py hands its options down to every measured group: ``--fast`` (no timed
-runs) and the H100 model's GEMM rate of an experiment that declares TF32 at paper scale.
-Both were once dropped on the way (every group timed, every group priced at float32)."""
+runs), the H100 model's GEMM rate of an experiment that declares TF32 at paper scale and the
+evaluation blocks of ``--eval-blocks``. The first two were once dropped on the way (every
+group timed, every group priced at float32)."""
 
 from __future__ import annotations
 
@@ -17,13 +18,13 @@ import _projection as P  # noqa: E402
 
 @pytest.fixture
 def spy(monkeypatch):
-    """Every ``_measure_group`` call's rate and fast flag; timed runs refused."""
-    seen: list[tuple[float, bool]] = []
+    """Every ``_measure_group`` call's rate, fast flag and blocks; timed runs refused."""
+    seen: list[tuple[float, bool, int | None]] = []
     real = P._measure_group
 
-    def measure(call, cap, tcap, device, rate=P.H100_FLOPS, fast=False):
-        seen.append((rate, fast))
-        return real(call, cap, tcap, device, rate, fast)
+    def measure(call, cap, tcap, device, rate=P.H100_FLOPS, fast=False, blocks=None):
+        seen.append((rate, fast, blocks))
+        return real(call, cap, tcap, device, rate, fast, blocks)
 
     def no_timing(*a, **k):
         raise AssertionError("a timed run in a --fast projection")
@@ -37,6 +38,33 @@ def spy(monkeypatch):
                                             ({"paper": "tf32"}, P.H100_TF32_FLOPS)])
 def test_fast_and_the_tf32_rate_reach_every_group(toy, spy, monkeypatch, declared, rate):
     monkeypatch.setattr(type(toy), "precision", declared)
-    pr = P.project(toy.id, cap=2, sample=3, device=torch.device("cpu"), limit=60, fast=True)
+    pr = P.project(toy.id, cap=2, sample=3, device=torch.device("cpu"), limit=60, fast=True,
+                   blocks=3)
     assert pr.sampled == len(spy) >= 2
-    assert spy == [(rate, True)] * len(spy)
+    assert spy == [(rate, True, 3)] * len(spy)
+
+
+def test_sampled_evaluations_price_like_full_ones():
+    """A group whose logged full-data loss runs in 8 row blocks, measured with 2 blocks an
+    evaluation: the same extrapolated flop and operations as measured with all 8, and the same
+    pieces of the H100 model, its evaluations priced in full and its remainder not charged
+    twice."""
+    from lazylab.train import fit
+
+    def call() -> None:
+        g = torch.Generator().manual_seed(0)
+        X = torch.randn(4096, 64, generator=g)
+        net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
+                                  torch.nn.Linear(256, 1))
+        fit(net, data=(X, X[:, :1]), optimizer="sgd", batch_size=4096, lr=0.01, steps=50,
+            log_steps=[0, 50], eval_rows=512, generator=torch.Generator().manual_seed(1))
+
+    cpu = torch.device("cpu")
+    full, _, _, words = P._measure_group(call, 2, 20, cpu, fast=True)
+    part, _, _, part_words = P._measure_group(call, 2, 20, cpu, fast=True, blocks=2)
+    assert part.flop == pytest.approx(full.flop, rel=1e-9)
+    assert part.ops == pytest.approx(full.ops, rel=1e-9)
+    # the model's pieces from counts (each loop, the evaluations, the remainder's operations,
+    # flop and bytes) agree; only the remainder's host seconds are timed, hence not compared
+    assert part_words.split("host")[0] == words.split("host")[0]
+    assert "2 evaluations of " in words

@@ -49,7 +49,7 @@ from lazylab.models.groups import is_group_name, param_group
 from lazylab.train.batches import Batch, Batches, Sampler, steps_per_epoch
 from lazylab.train.history import History, TrainingDiverged, log_spaced_steps
 from lazylab.train.losses import LossFn, get_loss
-from lazylab.train.meter import evaluation, loop_steps
+from lazylab.train.meter import evaluation, loop_steps, sampled_blocks
 from lazylab.train.schedules import Schedule
 from lazylab.train.step import ParamGroup, SGDStep
 
@@ -286,8 +286,8 @@ class _Tracker:
             if rows is None or rows >= len(X):
                 return self.loss(X, y)
             pred = torch.cat([self.fwd(self.model, X[i:i + rows])
-                              for i in range(0, len(X), rows)])
-            return self.loss_fn(pred, y)
+                              for i in sampled_blocks(range(0, len(X), rows))])
+            return self.loss_fn(pred, y[:len(pred)])  # a measuring run's prefix of X
 
     def record(self, t: int, data_loss: torch.Tensor, reg: torch.Tensor | None) -> float:
         """Log step t (and eval_fn there); the objective data loss + R as a float."""

@@ -24,6 +24,14 @@ kept apart, taken out of the per-step difference, and extrapolated per evaluatio
     cost(k) + sum_i [(requested_i - run_i(k)) * per_step_i
                      + (evaluations_i - evaluated_i(k)) * per_evaluation_i].
 
+An evaluation over a large data set in row blocks (a full-data loss, a model's test
+predictions) can cost more to measure than every step: it iterates its blocks through
+:func:`sampled_blocks`. Inside ``capped(k, blocks=b)`` an evaluation then runs only its first
+``b`` blocks and charges the n - b it skipped as (n / b - 1) times the measured cost of those
+``b`` (``Segment.evaluation_extra``), a small over-estimate where the last block is partial:
+
+    per_evaluation_i = (measured_i + extra_i) / evaluated_i.
+
 >>> with capped(3) as m:
 ...     n = loop_steps(1000)
 >>> n, m.loops[0].requested, m.loops[0].run
@@ -36,9 +44,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+T = TypeVar("T")
 
 __all__ = ["Segment", "StepMeter", "capped", "evaluation", "extrapolate", "loop_steps",
-           "per_evaluation", "per_step"]
+           "per_evaluation", "per_step", "sampled_blocks"]
 
 
 @dataclass
@@ -54,6 +65,12 @@ class Segment:
     evaluations: int = 0
     evaluated: int = 0
     evaluation_cost: list[float] = field(default_factory=list)
+    #: the extrapolated readings of the row blocks its evaluations skipped (:func:`sampled_blocks`)
+    evaluation_extra: list[float] = field(default_factory=list)
+
+
+def _add(acc: list[float], cost: Sequence[float]) -> list[float]:
+    return [x + c for x, c in zip(acc or [0.0] * len(cost), cost, strict=True)]
 
 
 @dataclass
@@ -65,6 +82,10 @@ class StepMeter:
     loops: list[Segment] = field(default_factory=list)
     begin: tuple[float, ...] = ()
     finish: tuple[float, ...] = ()
+    #: row blocks an evaluation runs (:func:`sampled_blocks`); None: all of them
+    blocks: int | None = None
+    #: nesting depth of :func:`evaluation` blocks now open
+    evaluating: int = 0
 
     def enter(self, requested: int, evaluations: int = 0) -> int:
         now = self.probe()
@@ -110,23 +131,50 @@ def evaluation() -> Iterator[None]:
         yield
         return
     seg, before = meter.loops[-1], meter.probe()
+    meter.evaluating += 1
     try:
         yield
     finally:
+        meter.evaluating -= 1
         after = meter.probe()
-        cost = [b - a for a, b in zip(before, after, strict=True)]
-        seg.evaluation_cost = [x + c for x, c in
-                               zip(seg.evaluation_cost or [0.0] * len(cost), cost, strict=True)]
+        seg.evaluation_cost = _add(seg.evaluation_cost,
+                                   [b - a for a, b in zip(before, after, strict=True)])
         seg.evaluated += 1
 
 
+def sampled_blocks(items: Sequence[T]) -> Iterator[T]:
+    """The row blocks (e.g. their start rows) of one pass over a data set, in order: all of
+    them, except inside an :func:`evaluation` of ``capped(k, blocks=b)``, where only the first
+    ``b`` are yielded and the rest are charged to the loop's ``evaluation_extra`` (module
+    docstring). The results of such a pass are not results, like everything capped.
+
+    >>> list(sampled_blocks(range(0, 10, 4)))
+    [0, 4, 8]
+    """
+    meter = _METER.get()
+    b = None if meter is None or not meter.evaluating else meter.blocks
+    if b is None or len(items) <= b:
+        yield from items
+        return
+    before = meter.probe()
+    yield from items[:b]
+    after = meter.probe()  # reached when the consumer asks for the next block
+    scale = len(items) / b - 1
+    seg = meter.loops[-1]
+    seg.evaluation_extra = _add(seg.evaluation_extra,
+                                [scale * (y - x) for x, y in zip(before, after, strict=True)])
+
+
 @contextmanager
-def capped(cap: int, probe: Callable[[], tuple[float, ...]] = lambda: ()
-           ) -> Iterator[StepMeter]:
-    """Cap every training loop inside the block at ``cap`` steps and record them."""
+def capped(cap: int, probe: Callable[[], tuple[float, ...]] = lambda: (),
+           blocks: int | None = None) -> Iterator[StepMeter]:
+    """Cap every training loop inside the block at ``cap`` steps and record them; with
+    ``blocks``, every evaluation pass at that many row blocks (:func:`sampled_blocks`)."""
     if int(cap) < 1:
         raise ValueError(f"cap must be an integer >= 1; got {cap!r}")
-    meter = StepMeter(int(cap), probe)
+    if blocks is not None and int(blocks) < 1:
+        raise ValueError(f"blocks must be an integer >= 1 or None; got {blocks!r}")
+    meter = StepMeter(int(cap), probe, blocks=None if blocks is None else int(blocks))
     meter.begin = probe()
     token = _METER.set(meter)
     try:
@@ -153,6 +201,8 @@ def extrapolate(short: StepMeter, long: StepMeter, total_short: Sequence[float]
         extra = a.requested - a.run
         if extra > 0:
             out = [o + extra * c for o, c in zip(out, per_step(short, long, i), strict=True)]
+        if a.evaluation_extra:  # the blocks its own evaluations skipped
+            out = _add(out, a.evaluation_extra)
         more = a.evaluations - a.evaluated
         if more > 0 and a.evaluated:
             out = [o + more * c for o, c in zip(out, per_evaluation(a), strict=True)]
@@ -160,10 +210,12 @@ def extrapolate(short: StepMeter, long: StepMeter, total_short: Sequence[float]
 
 
 def per_evaluation(seg: Segment) -> list[float]:
-    """A loop's probe readings per evaluation (zeros where it made none)."""
+    """A loop's probe readings per evaluation, the blocks it skipped included (zeros where
+    it made none)."""
     if not seg.evaluated:
         return [0.0] * len(seg.start)
-    return [c / seg.evaluated for c in seg.evaluation_cost]
+    cost = _add(seg.evaluation_cost, seg.evaluation_extra or [0.0] * len(seg.evaluation_cost))
+    return [c / seg.evaluated for c in cost]
 
 
 def per_step(short: StepMeter, long: StepMeter, i: int) -> list[float]:

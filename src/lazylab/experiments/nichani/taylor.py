@@ -48,6 +48,7 @@ from lazylab.experiments.style import method_color
 from lazylab.experiments.toolkit import K_SE, sub_generator
 from lazylab.models import TaylorModel
 from lazylab.train import fit
+from lazylab.train.meter import sampled_blocks
 
 __all__ = ["TaylorExperiment", "TaylorParams", "image_net"]
 
@@ -214,7 +215,7 @@ class TaylorExperiment(Experiment):
             def evaluate(mod: nn.Module, name: str = name) -> dict[str, float]:
                 out = _predict(mod, Xte, act)
                 preds[name].append(out)
-                return {"test_loss": float(((out - yte) ** 2).mean())}
+                return {"test_loss": float(((out - yte[:len(out)]) ** 2).mean())}
 
             hist[name] = fit(model, data=(Xtr, ytr.unsqueeze(1)), optimizer="sgd",
                              batch_size=p.batch_size, lr=p.lr, steps=steps, log_steps=log_steps,
@@ -234,7 +235,8 @@ class TaylorExperiment(Experiment):
         # paired per-test-point differences at the final epoch, and their Monte Carlo SEs
         ep = p.epochs
         dl = (preds[LIN][-1] - full[-1]) ** 2 - (preds[QUAD][-1] - full[-1]) ** 2
-        tl = (preds[LIN][-1] - yte) ** 2 - (preds[QUAD][-1] - yte) ** 2
+        y_end = yte[:len(full[-1])]  # all of it, but a measuring run's prefix (_predict)
+        tl = (preds[LIN][-1] - y_end) ** 2 - (preds[QUAD][-1] - y_end) ** 2
         rows.append(row(QUAD, X_NAME, ep, "dist_gap_se", float(dl.std() / math.sqrt(len(dl)))))
         rows.append(row(QUAD, X_NAME, ep, "test_gap_se", float(tl.std() / math.sqrt(len(tl)))))
         return rows
@@ -312,7 +314,8 @@ def _block_rows(X: torch.Tensor, act_elems: int, chunk: int = 1024) -> int:
 
 
 def _predict(model: nn.Module, X: torch.Tensor, act_elems: int) -> torch.Tensor:
-    """Model outputs (n,) in row blocks of :func:`_block_rows` examples."""
+    """Model outputs (n,) in row blocks of :func:`_block_rows` examples (a prefix of them in
+    a measuring run, :func:`lazylab.train.meter.sampled_blocks`)."""
     size = _block_rows(X, act_elems)
-    outs = [model(X[i:i + size]).reshape(-1) for i in range(0, len(X), size)]
+    outs = [model(X[i:i + size]).reshape(-1) for i in sampled_blocks(range(0, len(X), size))]
     return torch.cat(outs).detach()
