@@ -65,6 +65,8 @@ H100_TF32_FLOPS = 4 * H100_FLOPS
 #: Memory bandwidth assumed for the H100 (HBM3: 3.35 TB/s in NVIDIA's datasheet, about 90%
 #: of it reached by a streaming kernel). Not measured on the lent card.
 H100_BYTES_PER_S = 3.0e12
+#: Memory of the lent H100 (about 78 GiB usable of its 80 GiB), for sizing blocks as there.
+H100_MEMORY_BYTES = 80 * 2**30
 #: Seconds per launched operation of eager PyTorch on the H100: a 39-operation Ghorbani SGD
 #: step took 100-300 us there, 2.5-7.7 us an operation; the middle of that range.
 LAUNCH_SECONDS = 5e-6

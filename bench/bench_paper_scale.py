@@ -33,6 +33,7 @@ import torch
 
 from _projection import (
     H100_FLOPS,
+    H100_MEMORY_BYTES,
     H100_TF32_FLOPS,
     LAUNCH_SECONDS,
     OpCounter,
@@ -42,6 +43,7 @@ from _projection import (
     sync,
 )
 from _results import record
+from lazylab.device import gpu_block_bytes, memory_budget, set_memory_budget
 from lazylab.experiments import all_experiments, get_experiment
 from lazylab.experiments.ghorbani import common as C
 from lazylab.seeding import torch_generator
@@ -319,6 +321,11 @@ def main() -> None:
     ap.add_argument("--eval-blocks", type=int, default=None, metavar="B",
                     help="measure B row blocks of each evaluation pass and extrapolate the "
                          "rest (lazylab.train.meter.sampled_blocks); default: all")
+    ap.add_argument("--h100-blocks", action="store_true",
+                    help="size memory blocks as on an 80 GiB H100 (lazylab.device."
+                         "gpu_block_bytes: 5 GiB a block), so that a blocked evaluation's "
+                         "operations are counted as the H100 launches them; needs that much "
+                         "memory here")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a paper parameter set otherwise (e.g. panels=a); not with "
                          "--write-estimates")
@@ -331,9 +338,12 @@ def main() -> None:
         ap.error("--set projects part of an experiment: its estimate is not the experiment's")
     torch.set_num_threads(a.threads)
     device = torch.device(a.device)
+    if a.h100_blocks:
+        set_memory_budget(gpu_block_bytes(H100_MEMORY_BYTES))
     peak = gemm_flops_per_second(device)
     print(f"device {device}, threads {a.threads}, float32 GEMM {peak / 1e9:.1f} GFLOP/s")
-    out: dict[str, Any] = {"device": str(device), "gemm_flops": peak}
+    out: dict[str, Any] = {"device": str(device), "gemm_flops": peak,
+                           "block_bytes": memory_budget(device)}
     if device.type == "cuda":  # the rate the model assumes for TF32 experiments, measured
         torch.backends.cuda.matmul.allow_tf32 = True
         out["gemm_flops_tf32"] = gemm_flops_per_second(device, 8192)

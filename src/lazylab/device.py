@@ -31,7 +31,7 @@ from collections.abc import Callable
 import torch
 
 __all__ = ["resolve_device", "set_memory_budget", "memory_budget", "block_elems",
-           "row_blocks", "blocked_rows", "CPU_BLOCK_BYTES"]
+           "row_blocks", "blocked_rows", "CPU_BLOCK_BYTES", "gpu_block_bytes"]
 
 #: Default bytes per block on CPU: 256 MiB.
 CPU_BLOCK_BYTES = 1 << 28
@@ -68,9 +68,18 @@ def memory_budget(device: torch.device | str) -> int:
         return _override
     dev = torch.device(device)
     if dev.type == "cuda" and torch.cuda.is_available():
-        total = torch.cuda.get_device_properties(dev).total_memory
-        return max(CPU_BLOCK_BYTES, total // _CUDA_FRACTION)
+        return gpu_block_bytes(torch.cuda.get_device_properties(dev).total_memory)
     return CPU_BLOCK_BYTES
+
+
+def gpu_block_bytes(total_memory: int) -> int:
+    """Bytes per block on a GPU of ``total_memory`` bytes: a sixteenth of it, at least
+    :data:`CPU_BLOCK_BYTES` (an 80 GiB card: 5 GiB).
+
+    >>> gpu_block_bytes(80 * 2**30) // 2**30
+    5
+    """
+    return max(CPU_BLOCK_BYTES, int(total_memory) // _CUDA_FRACTION)
 
 
 def block_elems(device: torch.device | str, budget_bytes: int | None = None, *,
