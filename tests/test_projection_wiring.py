@@ -68,3 +68,21 @@ def test_sampled_evaluations_price_like_full_ones():
     # flop and bytes) agree; only the remainder's host seconds are timed, hence not compared
     assert part_words.split("host")[0] == words.split("host")[0]
     assert "2 evaluations of " in words
+
+
+@pytest.mark.parametrize("fast, calls", [(True, 1), (False, 2)])
+def test_fast_runs_prepare_once(toy, monkeypatch, fast, calls):
+    """``prepare`` (an Arora experiment's float64 eigendecompositions at n = 10^4: most of its
+    measuring time) runs once under ``--fast``, counted; twice otherwise, timed and counted."""
+    seen = []
+    real = type(toy).prepare
+
+    def prepare(self, p, device):
+        seen.append(1)
+        return real(self, p, device)
+
+    monkeypatch.setattr(type(toy), "prepare", prepare)
+    monkeypatch.setattr(P, "_timed", lambda call, cap, tcap, device, blocks=None: ([], (cap,)))
+    pr = P.project(toy.id, cap=2, sample=1, device=torch.device("cpu"), limit=60, fast=fast)
+    assert len(seen) == calls
+    assert pr.fixed.wall >= 0 and pr.fixed.cpu >= 0
