@@ -46,6 +46,7 @@ from _results import record
 from lazylab.device import gpu_block_bytes, memory_budget, set_memory_budget
 from lazylab.experiments import all_experiments, get_experiment
 from lazylab.experiments.ghorbani import common as C
+from lazylab.machine import keep_freed_memory
 from lazylab.seeding import torch_generator
 from lazylab.train import fit
 from lazylab.train.packed import train_packed_quad
@@ -337,12 +338,14 @@ def main() -> None:
     if a.set and a.write_estimates:
         ap.error("--set projects part of an experiment: its estimate is not the experiment's")
     torch.set_num_threads(a.threads)
+    kept = keep_freed_memory()  # as in every run (lazylab.runner.policy): munmap is not host work
     device = torch.device(a.device)
     if a.h100_blocks:
         set_memory_budget(gpu_block_bytes(H100_MEMORY_BYTES))
     peak = gemm_flops_per_second(device)
-    print(f"device {device}, threads {a.threads}, float32 GEMM {peak / 1e9:.1f} GFLOP/s")
-    out: dict[str, Any] = {"device": str(device), "gemm_flops": peak,
+    print(f"device {device}, threads {a.threads}, float32 GEMM {peak / 1e9:.1f} GFLOP/s, "
+          f"freed memory {'kept' if kept else 'returned'} by the C allocator")
+    out: dict[str, Any] = {"device": str(device), "gemm_flops": peak, "allocator_kept": kept,
                            "block_bytes": memory_budget(device)}
     if device.type == "cuda":  # the rate the model assumes for TF32 experiments, measured
         torch.backends.cuda.matmul.allow_tf32 = True

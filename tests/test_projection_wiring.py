@@ -86,3 +86,17 @@ def test_fast_runs_prepare_once(toy, monkeypatch, fast, calls):
     pr = P.project(toy.id, cap=2, sample=1, device=torch.device("cpu"), limit=60, fast=fast)
     assert len(seen) == calls
     assert pr.fixed.wall >= 0 and pr.fixed.cpu >= 0
+
+
+@pytest.mark.parametrize("overhead", [0.0, 1e-4])
+def test_host_work_excludes_the_counters_own(monkeypatch, overhead):
+    """A group with no training loop: 1000 counted operations, 1 ms inside them, 1 s of wall.
+    Its host work is the wall outside operations less the counters' overhead for each counted
+    operation (:func:`counter_overhead`), priced at the host speed-up."""
+    monkeypatch.setattr(P, "_OVERHEAD", [overhead])
+    reading = (1000.0, 0.0, 1e-3, 0.0, 0.0, 1.0, 1.0)  # ops, flop, inside, decomp, bytes, wall
+    m = P.StepMeter(2, lambda: reading, begin=(0.0,) * 7, finish=reading)
+    h100, words = P._h100([m, m])
+    host = 1.0 - 1e-3 - 1000 * overhead
+    assert h100 == pytest.approx(host / P.HOST_SPEEDUP, rel=1e-12)
+    assert f"host {host:.2f} s here" in words
