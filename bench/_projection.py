@@ -41,6 +41,7 @@ lacks added (:data:`EXTRA_FLOPS`: ``addmm_``, ``addbmm``, ``addmv``, ``mv``, ``d
 
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
 import sys
@@ -207,6 +208,22 @@ class OpCounter(TorchDispatchMode):
 
 
 _OVERHEAD: list[float] = []
+
+
+@contextlib.contextmanager
+def gpu_paths():
+    """Within: the code takes the paths it takes on a GPU where a CPU has its own, so that the
+    counted operations are the GPU's (the packed trainers step their pack as one chunk,
+    :data:`lazylab.train.packed.CPU_CHUNK_ELEMENTS`; on a CPU they step cache-sized chunks, a
+    few times the launches)."""
+    from lazylab.train import packed
+
+    old = packed.CPU_CHUNK_ELEMENTS
+    packed.CPU_CHUNK_ELEMENTS = None
+    try:
+        yield
+    finally:
+        packed.CPU_CHUNK_ELEMENTS = old
 
 
 def counter_overhead(n: int = 20_000) -> float:

@@ -39,6 +39,7 @@ from _projection import (
     OpCounter,
     Timeout,
     flop_counter,
+    gpu_paths,
     project,
     sync,
 )
@@ -354,7 +355,8 @@ def main() -> None:
         print(f"TF32 GEMM {out['gemm_flops_tf32'] / 1e12:.1f} TFLOP/s (8192^3; the model "
               f"assumes {H100_TF32_FLOPS / 1e12:.0f})")
     if a.part in ("all", "projection"):
-        out["projection"] = projection_table(a, device)
+        with gpu_paths():  # the model counts the operations a GPU launches
+            out["projection"] = projection_table(a, device)
     if a.part in ("all", "ratios"):
         out["ratios"] = ratio_table(a.steps, device, a.only)
     record("paper_scale", out, device)

@@ -100,3 +100,31 @@ def test_host_work_excludes_the_counters_own(monkeypatch, overhead):
     host = 1.0 - 1e-3 - 1000 * overhead
     assert h100 == pytest.approx(host / P.HOST_SPEEDUP, rel=1e-12)
     assert f"host {host:.2f} s here" in words
+
+
+def test_gpu_paths_count_the_one_chunk_pack(monkeypatch):
+    """Under :func:`gpu_paths` a packed trainer steps its pack as one chunk on a CPU too (as on
+    a GPU): the operations counted are those of one chunk, fewer than the CPU's chunked step
+    launches; the CPU's setting comes back afterwards."""
+    from lazylab.train import packed
+
+    def ops() -> int:
+        g = torch.Generator().manual_seed(0)
+        W0 = [torch.randn(n, 4, generator=g) for n in (3, 5, 7)]
+
+        def sampler(n, gen):
+            X = torch.randn(n, 4, generator=gen)
+            return X, X[:, 0] ** 2
+
+        with P.OpCounter() as oc:
+            packed.train_packed_quad(W0, [0.01] * 3, sampler=sampler, steps=5, batch_size=8,
+                                     generator=torch.Generator().manual_seed(1))
+        return oc.n
+
+    monkeypatch.setattr(packed, "CPU_CHUNK_ELEMENTS", 5 * 8)  # chunks [3], [5], [7]
+    chunked = ops()
+    with P.gpu_paths():
+        one = ops()
+    assert packed.CPU_CHUNK_ELEMENTS == 5 * 8
+    monkeypatch.setattr(packed, "CPU_CHUNK_ELEMENTS", 10**9)  # one chunk by size
+    assert one == ops() < chunked

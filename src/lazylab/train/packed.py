@@ -96,8 +96,9 @@ class PackedQuadResult:
 #: elementwise temporaries (8 MB in float32) stay in the last-level cache instead of streaming
 #: through memory: at the Ghorbani width grids' paper shapes a sixth less CPU time a step on
 #: a quiet machine, a quarter beside another job (docs/paper-scale.md, section 14).
-#: On a GPU the pack is one chunk: there a step is bound by its launches.
-CPU_CHUNK_ELEMENTS = 2 ** 21
+#: On a GPU the pack is one chunk: there a step is bound by its launches. None: one chunk on a
+#: CPU as well (``bench_paper_scale.py`` counts a GPU's operations that way).
+CPU_CHUNK_ELEMENTS: int | None = 2 ** 21
 
 
 @dataclass
@@ -283,7 +284,8 @@ def _train(kind: type[_Pack], first: list[torch.Tensor], second: list[torch.Tens
         raise ValueError(f"log_steps must lie in [0, steps={steps}]; got {sorted(log_steps)}")
     G = len(first)
     c = torch.zeros(G, dtype=first[0].dtype, device=first[0].device)
-    rows = None if first[0].device.type == "cuda" else max(1, CPU_CHUNK_ELEMENTS // batch_size)
+    rows = (None if first[0].device.type == "cuda" or CPU_CHUNK_ELEMENTS is None
+            else max(1, CPU_CHUNK_ELEMENTS // batch_size))
     state = _State(first, second, c, torch.zeros(G, dtype=torch.bool),
                    torch.tensor([float(v) for v in lrs], dtype=torch.float64), kind, rows)
     pack = state.pack(list(range(G)))
