@@ -208,17 +208,21 @@ BENCHES = {"ghorbani-qf-width": ghorbani_width, "ghorbani-mg-width": ghorbani_wi
 
 #: Complete paper-scale runs measured on a lent H100 (docs/paper-scale.md, sections 1, 3, 5,
 #: 7): wall seconds, and how the GPU was shared then.
-MEASURED_H100 = {
-    "arora-spectrum": (22, "12 processes on the card"),
-    "bailee-coupling": (95, "12 processes on the card"),
-    "bailee-xor": (195, "12 processes on the card"),
-    "arora-convergence": (1370, "7 processes on the card"),
-    "arora-learnability": (607, "alone"),
-    "nichani-regularizer": (330, "alone"),
-    "nichani-mlp-scaling": (592, "6 workers"),
+#: Rows measured on an H100 (docs/paper-scale.md): seconds, how the card was shared, and the
+#: paper parameters they ran with where today's differ (the model is checked against a row
+#: only in a projection with those parameters, ``--set``).
+MEASURED_H100: dict[str, tuple[float, str, dict[str, str]]] = {
+    "arora-spectrum": (22, "12 processes on the card", {}),
+    "bailee-coupling": (95, "12 processes on the card", {}),
+    "bailee-xor": (195, "12 processes on the card", {}),
+    "arora-convergence": (1370, "7 processes on the card", {}),
+    "arora-learnability": (607, "alone", {}),
+    "nichani-regularizer": (330, "alone", {}),
+    # one sample size at a time (before n_batch)
+    "nichani-mlp-scaling": (592, "6 workers", {"n_batch": "1"}),
     # section 3, alone on the card (section 5's 31 s ran beside six GPU jobs and eleven CPU
     # processes)
-    "nichani-spectrum": (0.9, "alone"),
+    "nichani-spectrum": (0.9, "alone", {}),
 }
 ESTIMATES = Path(__file__).resolve().parents[1] / "src" / "lazylab" / "experiments" / \
     "paper_estimates.json"
@@ -268,6 +272,10 @@ def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, A
             continue
         tot = pr.total
         meas = MEASURED_H100.get(exp_id)
+        if meas and meas[2] != dict(kv.split("=", 1) for kv in a.set):
+            print(f"    ({exp_id}'s measured row ran with --set "
+                  f"{' '.join(f'{k}={v}' for k, v in meas[2].items())}: no check here)")
+            meas = None
         ratio = f"{tot.h100 / meas[0]:>6.2f}" if meas else ""
         print(f"{exp_id:<22} {pr.groups:>6} {pr.sampled:>4} {pr.loops:>5} {tot.flop / 1e9:>10.0f} "
               f"{tot.ops / 1e6:>8.2f} {_dur(tot.wall):>9} {_dur(tot.h100):>10} "

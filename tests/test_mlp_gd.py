@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from lazylab.train import fit
-from lazylab.train.mlp_gd import gd_relu_mlp
+from lazylab.train.mlp_gd import gd_relu_mlp, gd_relu_mlps
 
 F64 = torch.float64
 
@@ -43,3 +43,41 @@ def test_gd_relu_mlp_reports_divergence_and_refuses_other_nets():
     assert not math.isfinite(gd_relu_mlp(net, X, X[:, 0] * 50, lr=40.0, steps=200))
     with pytest.raises(ValueError, match="nn.Sequential"):
         gd_relu_mlp(nn.Linear(3, 1), X, X[:, 0], lr=0.1, steps=1)
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_stacked_networks_equal_one_by_one(momentum):
+    """Three networks on data sets of 17, 40 and 29 rows trained as one stacked computation:
+    the parameters and final losses of :func:`gd_relu_mlp` run network by network, float64,
+    to 1e-10 after 150 steps (the padded rows contribute exact zeros); a diverging member
+    leaves the others unchanged."""
+    g = torch.Generator().manual_seed(3)
+    Xs = [torch.randn(n, 5, generator=g, dtype=F64) for n in (17, 40, 29)]
+    ys = [(X[:, 0] * X[:, 1]).tanh() for X in Xs]
+    ys[2] = ys[2] * 1e3  # diverges at this step size
+    ref = [_net(5, 16, F64) for _ in Xs]
+    ours = [_net(5, 16, F64) for _ in Xs]
+    with torch.no_grad():  # distinct initial networks
+        for k in range(3):
+            for p, q in zip(ref[k].parameters(), ours[k].parameters(), strict=True):
+                p.add_(0.1 * k)
+                q.add_(0.1 * k)
+    losses_ref = [gd_relu_mlp(n, X, y, lr=0.05, steps=150, momentum=momentum)
+                  for n, X, y in zip(ref, Xs, ys, strict=True)]
+    losses = gd_relu_mlps(ours, Xs, ys, lr=0.05, steps=150, momentum=momentum)
+    assert not math.isfinite(losses_ref[2]) and not math.isfinite(losses[2])
+    for k in range(2):
+        assert abs(losses[k] - losses_ref[k]) < 1e-10
+        for p, q in zip(ref[k].parameters(), ours[k].parameters(), strict=True):
+            torch.testing.assert_close(q, p, rtol=0, atol=1e-10)
+
+
+def test_stacked_networks_refuse_mismatched_inputs():
+    X = torch.randn(10, 3, dtype=F64)
+    with pytest.raises(ValueError, match="one length"):
+        gd_relu_mlps([_net(3, 8, F64)], [X, X], [X[:, 0]], lr=0.1, steps=1)
+    with pytest.raises(ValueError, match="share input dimension"):
+        gd_relu_mlps([_net(3, 8, F64), _net(3, 9, F64)], [X, X], [X[:, 0]] * 2, lr=0.1,
+                     steps=1)
+    with pytest.raises(ValueError, match="ys\\[0\\] must have 10"):
+        gd_relu_mlps([_net(3, 8, F64)], [X], [X[:5, 0]], lr=0.1, steps=1)

@@ -158,6 +158,26 @@ def test_mlp_scaling_claims_hold_at_d2_and_fail_at_d3():
     assert bad["slope-2"].failed and bad["not-cubic"].failed
 
 
+def test_mlp_scaling_sizes_trained_at_once_read_as_one_by_one():
+    """The n sweep trained three sizes at a time (one stacked GD, ``n_batch``) against one by
+    one (float32, 200 steps): the same sizes read (those past the stop dropped), every test
+    and train loss within 1e-4 relative or 1e-5 absolute (float32 sums split differently: a
+    prediction moves by ~1e-6 over 200 steps of sums over 10^2 rows, so a loss (f - y)^2 of
+    residual r by ~2 r 1e-6), the same n*."""
+    over = {"ds": [4, 5], "i_grid": [1.0, 2.0, 4.0, 8.0, 16.0], "steps": 200, "n_test": 200}
+    one = run_in_memory("nichani-mlp-scaling", over)
+    three = run_in_memory("nichani-mlp-scaling", {**over, "n_batch": 3})
+
+    def table(run):
+        return {(r["metric"], r.get("d"), r["x"]): float(r["value"])
+                for r in run.results.rows if r["kind"] == "simulation"}
+    a, b = table(one), table(three)
+    assert a.keys() == b.keys()
+    assert len({k[2] for k in a if k[0] == "test_loss"}) >= 3
+    for k, v in a.items():
+        assert b[k] == pytest.approx(v, rel=1e-4, abs=1e-5), k
+
+
 def test_mlp_scaling_not_cubic_is_inconclusive_when_its_allowance_reaches_the_gap():
     """Four d values scattered +-40% around d^2: the upper allowance k SE exceeds 1 (the gap
     to d^3), so "not-cubic" says nothing (a slope of exactly 2 would fail it too); the same

@@ -48,6 +48,7 @@ __all__ = [
     "series_slope_claim",
     "slope_claim",
     "smallest_n",
+    "smallest_n_chunked",
     "sub_generator",
     "unresolved",
 ]
@@ -232,18 +233,44 @@ def smallest_n(evaluate: Callable[[int], float], grid: Sequence[int], target: fl
     >>> r.ns, round(r.n_star, 1)
     ([10, 100, 1000, 10000], 200.0)
     """
+    return smallest_n_chunked(lambda chunk: [evaluate(n) for n in chunk], grid, target,
+                              stop_after=stop_after, chunk=1)
+
+
+def smallest_n_chunked(evaluate: Callable[[list[int]], Sequence[float]], grid: Sequence[int],
+                       target: float, *, stop_after: int = 2, chunk: int = 1) -> SmallestN:
+    """:func:`smallest_n` with the grid evaluated ``chunk`` consecutive sizes at a time
+    (``evaluate`` maps a list of n to their errors, e.g. models trained as one batch).
+
+    The sweep reads the errors in grid order and stops where :func:`smallest_n` stops; the
+    result holds only the points up to there, so it is :func:`smallest_n`'s for the same
+    errors whatever the chunk (the sizes past the stop in the last chunk are computed and
+    dropped). The chunks are fixed by the grid and ``chunk`` alone.
+
+    >>> r = smallest_n_chunked(lambda ns: [100.0 / n for n in ns], [10, 100, 1000, 10000, 1e5],
+    ...                        target=0.5, stop_after=1, chunk=2)
+    >>> r.ns, round(r.n_star, 1)
+    ([10, 100, 1000], 200.0)
+    """
     if stop_after < 1:
         raise ValueError("stop_after must be >= 1")
+    if chunk < 1:
+        raise ValueError("chunk must be >= 1")
     ns: list[int] = []
     errs: list[float] = []
     hits = 0
-    for n in grid:
-        e = float(evaluate(int(n)))
-        ns.append(int(n))
-        errs.append(e)
-        hits = hits + 1 if e <= target else 0
-        if hits >= stop_after:
-            break
+    sizes = [int(n) for n in grid]
+    for lo in range(0, len(sizes), chunk):
+        part = sizes[lo:lo + chunk]
+        out = [float(e) for e in evaluate(part)]
+        if len(out) != len(part):
+            raise ValueError(f"evaluate returned {len(out)} errors for {len(part)} sizes")
+        for n, e in zip(part, out, strict=True):
+            ns.append(n)
+            errs.append(e)
+            hits = hits + 1 if e <= target else 0
+            if hits >= stop_after:
+                return SmallestN(crossing(ns, errs, target), ns, errs)
     return SmallestN(crossing(ns, errs, target), ns, errs)
 
 
