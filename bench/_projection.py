@@ -260,7 +260,9 @@ def sync(device: torch.device) -> None:
 class Cost:
     """Wall and CPU seconds on the device at hand, aten operations, flop, wall seconds inside
     aten operations here, the H100 model's seconds for the decompositions, bytes, and the H100
-    model of the whole."""
+    model of the whole: at the experiment's precision (``h100``) and in float32 throughout
+    (``h100_fp32``, the same unless the paper scale declares TF32; what a float32 measurement
+    checks)."""
 
     wall: float = 0.0
     cpu: float = 0.0
@@ -270,6 +272,7 @@ class Cost:
     decomp: float = 0.0
     bytes: float = 0.0
     h100: float = 0.0
+    h100_fp32: float = 0.0
 
     def __add__(self, o: Cost) -> Cost:
         return Cost(*(a + b for a, b in zip(self.astuple(), o.astuple(), strict=True)))
@@ -279,7 +282,7 @@ class Cost:
 
     def astuple(self) -> tuple[float, ...]:
         return (self.wall, self.cpu, self.ops, self.flop, self.torch, self.decomp, self.bytes,
-                self.h100)
+                self.h100, self.h100_fp32)
 
 
 def h100_seconds(ops: float, flop: float, host: float = 0.0, decomp: float = 0.0,
@@ -343,7 +346,8 @@ def _once(fn, device: torch.device, rate: float = H100_FLOPS, fast: bool = False
         wall, cpu = time.perf_counter() - w1, time.process_time() - c1
     flop = float(fc.get_total_flops())
     return Cost(wall, cpu, float(oc.n), flop, oc.seconds, oc.decomp, oc.bytes,
-                h100_seconds(oc.n, flop, host, oc.decomp, rate, oc.bytes))
+                *(h100_seconds(oc.n, flop, host, oc.decomp, r, oc.bytes)
+                  for r in (rate, H100_FLOPS)))
 
 
 def _timed_probe(device: torch.device):
@@ -395,11 +399,13 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device,
     ops, flop, inside, decomp, nbytes, cwall, _ = totals[1]
     if exact:
         h100, detail = _h100(counted, rate)
+        h100_fp32 = _h100(counted)[0] if rate != H100_FLOPS else h100
     else:
-        h100 = h100_seconds(ops, flop, cwall - inside - ops * counter_overhead(), decomp, rate,
-                            nbytes)
+        h100, h100_fp32 = (h100_seconds(ops, flop, cwall - inside - ops * counter_overhead(),
+                                        decomp, r, nbytes) for r in (rate, H100_FLOPS))
         detail = "loops scaled linearly"
-    return (Cost(wall, cpu, ops, flop, inside, decomp, nbytes, h100), len(counted[0].loops),
+    return (Cost(wall, cpu, ops, flop, inside, decomp, nbytes, h100, h100_fp32),
+            len(counted[0].loops),
             exact, detail)
 
 

@@ -208,9 +208,10 @@ BENCHES = {"ghorbani-qf-width": ghorbani_width, "ghorbani-mg-width": ghorbani_wi
 
 #: Complete paper-scale runs measured on a lent H100 (docs/paper-scale.md, sections 1, 3, 5,
 #: 7): wall seconds, and how the GPU was shared then.
-#: Rows measured on an H100 (docs/paper-scale.md): seconds, how the card was shared, and the
-#: paper parameters they ran with where today's differ (the model is checked against a row
-#: only in a projection with those parameters, ``--set``).
+#: Rows measured on an H100 (docs/paper-scale.md), all in float32 (TF32 off): seconds, how
+#: the card was shared, and the paper parameters they ran with where today's differ (the model
+#: is checked against a row only in a projection with those parameters, ``--set``, and at
+#: its float32 rate, ``h100_fp32``, where the experiment declares TF32 since).
 MEASURED_H100: dict[str, tuple[float, str, dict[str, str]]] = {
     "arora-spectrum": (22, "12 processes on the card", {}),
     "bailee-coupling": (95, "12 processes on the card", {}),
@@ -276,15 +277,18 @@ def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, A
             print(f"    ({exp_id}'s measured row ran with --set "
                   f"{' '.join(f'{k}={v}' for k, v in meas[2].items())}: no check here)")
             meas = None
-        ratio = f"{tot.h100 / meas[0]:>6.2f}" if meas else ""
+        ratio = f"{tot.h100_fp32 / meas[0]:>6.2f}" if meas else ""
         print(f"{exp_id:<22} {pr.groups:>6} {pr.sampled:>4} {pr.loops:>5} {tot.flop / 1e9:>10.0f} "
               f"{tot.ops / 1e6:>8.2f} {_dur(tot.wall):>9} {_dur(tot.h100):>10} "
               f"{_dur(meas[0]) if meas else '':>9} {ratio}{'' if pr.exact else '  (~ loops)'}"
               f"   [{time.perf_counter() - t0:.0f} s]")
+        if tot.h100_fp32 != tot.h100:
+            print(f"    {exp_id} on the model in float32 (TF32 off): {_dur(tot.h100_fp32)}")
         out[exp_id] = {"groups": pr.groups, "sampled": pr.sampled, "seeds": pr.seeds,
                        "loops": pr.loops, "exact": pr.exact, "flop": tot.flop, "ops": tot.ops,
                        "seconds_here": tot.wall, "cpu_seconds_here": tot.cpu,
                        "h100_model_seconds": tot.h100,
+                       "h100_model_fp32_seconds": tot.h100_fp32,
                        "measured_h100_seconds": meas[0] if meas else None,
                        "eval_blocks": a.eval_blocks}
         if a.write_estimates:  # as each experiment finishes: a cut run keeps what it measured

@@ -42,6 +42,11 @@ def test_fast_and_the_tf32_rate_reach_every_group(toy, spy, monkeypatch, declare
                    blocks=3)
     assert pr.sampled == len(spy) >= 2
     assert spy == [(rate, True, 3)] * len(spy)
+    # the float32 model beside it: the same where nothing is declared, never faster
+    if declared:
+        assert pr.total.h100_fp32 >= pr.total.h100 > 0
+    else:
+        assert pr.total.h100_fp32 == pr.total.h100 > 0
 
 
 def test_sampled_evaluations_price_like_full_ones():

@@ -148,6 +148,12 @@ class Learnability(Experiment):
     # quick measured: 35-43 s of unit compute, 41-51 s wall on the loaded 2-core machine (21 s
     # of CPU); paper: <= 4 x 20000 GD steps on a GPU
     est_seconds = {"quick": 35.0, "paper": 1200.0}
+    #: GEMM-bound at paper scale (full-batch GD at n = m = 10^4, as arora-convergence and
+    #: -complexity): TF32 on a GPU. H-infinity and sqrt(y^T H^-1 y) stay in float64; TF32
+    #: rounds the GD products' inputs to 10-bit mantissas (relative 5e-4), which moves the
+    #: distance ||W(K) - W(0)||_F by about as much, against the 5% of the lemma-5.3 claim's
+    #: allowance (tests/test_cuda.py compares every verdict in float32 and TF32 on a GPU).
+    precision = {"paper": "tf32"}
     robustness_axes = {"n_train": [128, 192, 256], "width": [1000, 2000, 4000],
                        "dataset": ["digits", "fashion-mnist", "sphere"]}
     # contract-test sizes: ~8 s of CPU (n = 6..48 on 4 points, 4 trained units at m = 600)
