@@ -24,11 +24,12 @@ the remainder of each group) costs
 a piece being bound by its kernel launches, its GPU arithmetic or its host work, whichever is
 slowest (a GPU runs asynchronously beside the host). ``host`` is the wall time here outside
 torch operations (Python, numpy, SciPy): measured wall minus the time spent inside aten
-operations, minus the counters' own work (:func:`counter_overhead` a counted operation; the
-C allocator keeps freed memory, :func:`lazylab.machine.keep_freed_memory`, so that a CPU's
-``munmap`` of large tensors, which a GPU's caching allocator never pays, is not host work).
-``bytes`` are the bytes the operations read and write (a view moves none; an
-input counts at most its storage, so a broadcast operand counts once): the arithmetic and the
+operations and their counting (:class:`Span`), minus the dispatch into the counters
+(:func:`counter_overhead` a counted operation; the C allocator keeps freed memory,
+:func:`lazylab.machine.keep_freed_memory`, so that a CPU's ``munmap`` of large tensors, which
+a GPU's caching allocator never pays, is not host work). ``bytes`` are the bytes the
+operations read and write (a view moves none; an input counts at most its storage, so a
+broadcast operand counts once): the arithmetic and the
 memory traffic form a roofline. ``decompositions`` prices the factorizations and solves of
 :data:`DECOMPOSITIONS` (eigh, SVD, Cholesky, LU, least squares), which the flop counter does
 not count: each costs the smaller of its time here at the host's assumed speed-up and its
@@ -207,6 +208,32 @@ class OpCounter(TorchDispatchMode):
         return out
 
 
+class Span(TorchDispatchMode):
+    """Wall seconds from the counters' first dispatch of an operation to its return: the
+    operation and the counting together. Entered after :class:`OpCounter` and the flop
+    counter, so it sees every operation first; the wall outside it is the host's own work
+    (and the per-operation dispatch into Python before it, :func:`counter_overhead`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seconds = 0.0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        t0 = time.perf_counter()
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+
+@contextlib.contextmanager
+def counters():
+    """(operations, flop, span) counters of one measured run (:class:`OpCounter`,
+    :func:`flop_counter`, :class:`Span`)."""
+    with OpCounter() as oc, flop_counter() as fc, Span() as span:
+        yield oc, fc, span
+
+
 _OVERHEAD: list[float] = []
 
 
@@ -227,10 +254,10 @@ def gpu_paths():
 
 
 def counter_overhead(n: int = 20_000) -> float:
-    """Seconds the counters add outside an operation (measured once per process): n one-element
-    additions under :class:`OpCounter` and :func:`flop_counter`, wall minus time inside, minus
-    the same additions' wall outside operations without counters. About 18 us here against
-    2 us of plain dispatch; subtracted per counted operation from the host term."""
+    """Seconds the counters add outside :class:`Span` an operation (measured once per process):
+    n one-element additions under :func:`counters`, wall outside the span, minus the same
+    additions' wall outside operations without counters (what a plain run's host work is);
+    subtracted per counted operation from the host term."""
     if not _OVERHEAD:
         a = torch.zeros(1)
         for _ in range(200):  # warm-up
@@ -240,14 +267,13 @@ def counter_overhead(n: int = 20_000) -> float:
             a = a + 1.0
         plain = time.perf_counter() - w0
         for _ in range(2):  # the first counted run is slower (a warm-up); the second counts
-            with OpCounter() as oc, flop_counter():
+            with counters() as (oc, _, span):
                 w0 = time.perf_counter()
                 for _ in range(n):
                     a = a + 1.0
-                counted = time.perf_counter() - w0 - oc.seconds
-        # plain includes the additions themselves; the counted run's host excludes them
-        inside = oc.seconds
-        _OVERHEAD.append(max((counted - (plain - inside)) / n, 0.0))
+                outside = time.perf_counter() - w0 - span.seconds
+        # plain includes the additions themselves (oc.seconds of the counted run)
+        _OVERHEAD.append(max((outside - (plain - oc.seconds)) / n, 0.0))
     return _OVERHEAD[0]
 
 
@@ -259,10 +285,10 @@ def sync(device: torch.device) -> None:
 @dataclass
 class Cost:
     """Wall and CPU seconds on the device at hand, aten operations, flop, wall seconds inside
-    aten operations here, the H100 model's seconds for the decompositions, bytes, and the H100
-    model of the whole: at the experiment's precision (``h100``) and in float32 throughout
-    (``h100_fp32``, the same unless the paper scale declares TF32; what a float32 measurement
-    checks)."""
+    aten operations and their counting here (:class:`Span`), the H100 model's seconds for the
+    decompositions, bytes, and the H100 model of the whole: at the experiment's precision
+    (``h100``) and in float32 throughout (``h100_fp32``, the same unless the paper scale
+    declares TF32; what a float32 measurement checks)."""
 
     wall: float = 0.0
     cpu: float = 0.0
@@ -337,15 +363,15 @@ def _once(fn, device: torch.device, rate: float = H100_FLOPS, fast: bool = False
         sync(device)
         wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     overhead = counter_overhead()  # measured before the counters start
-    with OpCounter() as oc, flop_counter() as fc:
+    with counters() as (oc, fc, span):
         c1, w1 = time.process_time(), time.perf_counter()
         fn()
-        host = time.perf_counter() - w1 - oc.seconds - oc.n * overhead
+        host = time.perf_counter() - w1 - span.seconds - oc.n * overhead
         sync(device)
     if fast:
         wall, cpu = time.perf_counter() - w1, time.process_time() - c1
     flop = float(fc.get_total_flops())
-    return Cost(wall, cpu, float(oc.n), flop, oc.seconds, oc.decomp, oc.bytes,
+    return Cost(wall, cpu, float(oc.n), flop, span.seconds, oc.decomp, oc.bytes,
                 *(h100_seconds(oc.n, flop, host, oc.decomp, r, oc.bytes)
                   for r in (rate, H100_FLOPS)))
 
@@ -374,9 +400,9 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device,
         timed, caps = _timed(call, cap, tcap, device, blocks)
     counted = []
     for k in caps[:len(timed) or 2]:  # counted where timed
-        with OpCounter() as oc, flop_counter() as fc:
+        with counters() as (oc, fc, span):
             with capped(k, lambda: (float(oc.n), float(fc.get_total_flops()),
-                                    oc.seconds, oc.decomp, oc.bytes,
+                                    span.seconds, oc.decomp, oc.bytes,
                                     time.perf_counter(), time.process_time()),
                         blocks) as m:
                 call()
