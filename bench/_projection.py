@@ -22,8 +22,8 @@ the remainder of each group) costs
         host / HOST_SPEEDUP),
 
 a piece being bound by its kernel launches, its GPU arithmetic or its host work, whichever is
-slowest (a GPU runs asynchronously beside the host). ``host`` is the wall time here outside
-torch operations (Python, numpy, SciPy): measured wall minus the time spent inside aten
+slowest (a GPU runs asynchronously beside the host). ``host`` is the CPU time here outside
+torch operations (Python, numpy, SciPy): the process's CPU seconds minus those inside aten
 operations and their counting (:class:`Span`), minus the dispatch into the counters
 (:func:`counter_overhead` a counted operation; the C allocator keeps freed memory,
 :func:`lazylab.machine.keep_freed_memory`, so that a CPU's ``munmap`` of large tensors, which
@@ -182,22 +182,24 @@ METADATA_ONLY = frozenset({"_unsafe_view"})
 class OpCounter(TorchDispatchMode):
     """Counts aten operations dispatched (views and metadata queries included), the bytes the
     others read and write (``bytes``: inputs, and outputs or the ``out=`` tensor), the wall
-    seconds spent inside them (``seconds``; synchronous on a CPU) and the H100 model's seconds
-    for those in :data:`DECOMPOSITIONS` (``decomp``, module docstring)."""
+    and CPU seconds spent inside them (``seconds``, ``cpu``; synchronous on a CPU) and the H100
+    model's seconds for those in :data:`DECOMPOSITIONS` (``decomp``, module docstring)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.n = 0
         self.seconds = 0.0
+        self.cpu = 0.0
         self.decomp = 0.0
         self.bytes = 0.0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.n += 1
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         out = func(*args, **(kwargs or {}))
         dt = time.perf_counter() - t0
         self.seconds += dt
+        self.cpu += time.process_time() - c0
         name = func.overloadpacket.__name__
         if name in DECOMPOSITIONS:  # priced on the model here (module docstring)
             self.decomp += min(dt / HOST_SPEEDUP, decomposition_flop(name, args) / DECOMP_FLOPS)
@@ -209,21 +211,22 @@ class OpCounter(TorchDispatchMode):
 
 
 class Span(TorchDispatchMode):
-    """Wall seconds from the counters' first dispatch of an operation to its return: the
-    operation and the counting together. Entered after :class:`OpCounter` and the flop
-    counter, so it sees every operation first; the wall outside it is the host's own work
-    (and the per-operation dispatch into Python before it, :func:`counter_overhead`)."""
+    """CPU seconds of this process from the counters' first dispatch of an operation to its
+    return: the operation and the counting together. Entered after :class:`OpCounter` and the
+    flop counter, so it sees every operation first; the CPU time outside it is the host's own
+    work (and the per-operation dispatch into Python before it, :func:`counter_overhead`).
+    CPU time, not wall: other jobs on the machine do not lengthen it."""
 
     def __init__(self) -> None:
         super().__init__()
         self.seconds = 0.0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         try:
             return func(*args, **(kwargs or {}))
         finally:
-            self.seconds += time.perf_counter() - t0
+            self.seconds += time.process_time() - t0
 
 
 @contextlib.contextmanager
@@ -254,26 +257,27 @@ def gpu_paths():
 
 
 def counter_overhead(n: int = 20_000) -> float:
-    """Seconds the counters add outside :class:`Span` an operation (measured once per process):
-    n one-element additions under :func:`counters`, wall outside the span, minus the same
-    additions' wall outside operations without counters (what a plain run's host work is);
-    subtracted per counted operation from the host term."""
+    """CPU seconds the counters add outside :class:`Span` an operation (measured once per
+    process): n one-element additions under :func:`counters`, CPU time outside the span,
+    minus the same additions' CPU time outside operations without counters (a plain run's
+    host work); subtracted per counted operation from the host term."""
     if not _OVERHEAD:
         a = torch.zeros(1)
         for _ in range(200):  # warm-up
             a = a + 1.0
-        w0 = time.perf_counter()
+        c0 = time.process_time()
         for _ in range(n):
             a = a + 1.0
-        plain = time.perf_counter() - w0
+        plain = time.process_time() - c0
         for _ in range(2):  # the first counted run is slower (a warm-up); the second counts
             with counters() as (oc, _, span):
-                w0 = time.perf_counter()
+                c0 = time.process_time()
                 for _ in range(n):
                     a = a + 1.0
-                outside = time.perf_counter() - w0 - span.seconds
-        # plain includes the additions themselves (oc.seconds of the counted run)
-        _OVERHEAD.append(max((outside - (plain - oc.seconds)) / n, 0.0))
+                outside = time.process_time() - c0 - span.seconds
+                ops_cpu = oc.cpu
+        # plain includes the additions themselves (their CPU time in the counted run)
+        _OVERHEAD.append(max((outside - (plain - ops_cpu)) / n, 0.0))
     return _OVERHEAD[0]
 
 
@@ -284,7 +288,7 @@ def sync(device: torch.device) -> None:
 
 @dataclass
 class Cost:
-    """Wall and CPU seconds on the device at hand, aten operations, flop, wall seconds inside
+    """Wall and CPU seconds on the device at hand, aten operations, flop, CPU seconds inside
     aten operations and their counting here (:class:`Span`), the H100 model's seconds for the
     decompositions, bytes, and the H100 model of the whole: at the experiment's precision
     (``h100``) and in float32 throughout (``h100_fp32``, the same unless the paper scale
@@ -366,7 +370,7 @@ def _once(fn, device: torch.device, rate: float = H100_FLOPS, fast: bool = False
     with counters() as (oc, fc, span):
         c1, w1 = time.process_time(), time.perf_counter()
         fn()
-        host = time.perf_counter() - w1 - span.seconds - oc.n * overhead
+        host = time.process_time() - c1 - span.seconds - oc.n * overhead
         sync(device)
     if fast:
         wall, cpu = time.perf_counter() - w1, time.process_time() - c1
@@ -422,12 +426,12 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device,
             exact = False  # data-dependent loops: scale each loop of the short run linearly
             totals.append(_linear(a, tot))
     wall, cpu = totals[0]
-    ops, flop, inside, decomp, nbytes, cwall, _ = totals[1]
+    ops, flop, inside, decomp, nbytes, _, ccpu = totals[1]
     if exact:
         h100, detail = _h100(counted, rate)
         h100_fp32 = _h100(counted)[0] if rate != H100_FLOPS else h100
     else:
-        h100, h100_fp32 = (h100_seconds(ops, flop, cwall - inside - ops * counter_overhead(),
+        h100, h100_fp32 = (h100_seconds(ops, flop, ccpu - inside - ops * counter_overhead(),
                                         decomp, r, nbytes) for r in (rate, H100_FLOPS))
         detail = "loops scaled linearly"
     return (Cost(wall, cpu, ops, flop, inside, decomp, nbytes, h100, h100_fp32),
@@ -487,18 +491,19 @@ def _h100(counted: list[StepMeter], rate: float = H100_FLOPS) -> tuple[float, st
     the steps requested), plus everything else of the short capped runs (its loop steps
     taken out), bound by launches, arithmetic or host work (module docstring); with the
     pieces in words (each loop's operations a step and steps, the rest's three bounds).
-    Host work is the wall time outside operations of the counted runs themselves (a wall
-    time of other runs would carry their differences in load)."""
-    ops, flop, inside, decomp, nbytes, tw, _ = counted[0].total()
+    Host work is the CPU time outside the counters' span (:class:`Span`) of the counted runs
+    themselves (a time of other runs would carry their differences in load, and CPU time
+    is not lengthened by other jobs)."""
+    ops, flop, inside, decomp, nbytes, _, tc = counted[0].total()
     secs, words = 0.0, []
     for i, seg in enumerate(counted[0].loops):
-        o, f, ins, dec, b, w, _ = per_step(counted[0], counted[1], i)
+        o, f, ins, dec, b, _, c = per_step(counted[0], counted[1], i)
         loop = h100_seconds(o, f, 0.0, dec, rate, b) * seg.requested
         words.append(f"loop {i}: {o:.0f} ops, {f / 1e9:.3g} GFLOP, {b / 1e9:.3g} GB a step x "
                      f"{seg.requested} = {loop:.2f} s")
         ops, flop, inside = ops - o * seg.run, flop - f * seg.run, inside - ins * seg.run
         decomp, nbytes = decomp - dec * seg.run, nbytes - b * seg.run
-        tw -= w * seg.run
+        tc -= c * seg.run
         if seg.evaluated:  # its evaluations, priced one by one (lazylab.train.meter)
             eo, ef, eins, edec, eb, ew, _ = per_evaluation(seg)
             ev = h100_seconds(eo, ef, 0.0, edec, rate, eb) * seg.evaluations
@@ -506,11 +511,11 @@ def _h100(counted: list[StepMeter], rate: float = H100_FLOPS) -> tuple[float, st
             words.append(f"{seg.evaluations} evaluations of {eo:.0f} ops, {ef / 1e9:.3g} GFLOP "
                          f"= {ev:.2f} s")
             # the rest loses what these evaluations cost here, not the blocks they skipped
-            mo, mf, mins, mdec, mb, mw, _ = seg.evaluation_cost
+            mo, mf, mins, mdec, mb, _, mc = seg.evaluation_cost
             ops, flop, inside = ops - mo, flop - mf, inside - mins
-            decomp, nbytes, tw = decomp - mdec, nbytes - mb, tw - mw
+            decomp, nbytes, tc = decomp - mdec, nbytes - mb, tc - mc
         secs += loop
-    host = tw - inside - max(ops, 0.0) * counter_overhead()
+    host = tc - inside - max(ops, 0.0) * counter_overhead()
     rest = h100_seconds(max(ops, 0.0), max(flop, 0.0), host, decomp, rate, nbytes)
     words.append(f"rest: {max(ops, 0.0):.0f} ops, {max(flop, 0.0) / 1e9:.3g} GFLOP, "
                  f"{max(nbytes, 0.0) / 1e9:.3g} GB, "
