@@ -66,15 +66,24 @@ def gd_relu_mlp(net: nn.Module, X: torch.Tensor, y: torch.Tensor, *, lr: float, 
         r = torch.addmm(c, H, a.T).sub_(y).mul_(2.0 / n)          # dL/df (n, 1)
         G = torch.mm(r, a).mul_(Z > 0)                               # dL/dZ (n, m)
         grads = (torch.mm(G.T, X), G.sum(0), torch.mm(r.T, H), r.sum(0))
-        if bufs is None:
-            bufs = [g.clone() for g in grads]
-        else:
-            for buf, g in zip(bufs, grads, strict=True):
-                buf.mul_(momentum).add_(g)
-        for p, buf in zip(params, bufs, strict=True):
-            p.sub_(buf, alpha=lr)
+        bufs = _heavy_ball(params, grads, bufs, lr, momentum)
     f = torch.addmm(c, torch.addmm(b, X, W.T).clamp_min_(0), a.T)
     return float(((f - y) ** 2).mean())
+
+
+def _heavy_ball(params: tuple[torch.Tensor, ...], grads: tuple[torch.Tensor, ...],
+                bufs: list[torch.Tensor] | None, lr: float, momentum: float
+                ) -> list[torch.Tensor]:
+    """torch.optim.SGD's step (dampening 0): B <- mu B + grad (B = grad at the first step),
+    theta <- theta - lr B, in place; returns the buffers."""
+    if bufs is None:
+        bufs = [g.clone() for g in grads]
+    else:
+        for buf, g in zip(bufs, grads, strict=True):
+            buf.mul_(momentum).add_(g)
+    for p, buf in zip(params, bufs, strict=True):
+        p.sub_(buf, alpha=lr)
+    return bufs
 
 
 def _stack(nets: list[nn.Module]) -> tuple[torch.Tensor, ...]:
@@ -140,13 +149,7 @@ def gd_relu_mlps(nets: list[nn.Module], Xs: list[torch.Tensor], ys: list[torch.T
         G = torch.bmm(r, a).mul_(Z > 0)                               # dL/dZ (K, n, m)
         grads = (torch.bmm(G.transpose(1, 2), X), G.sum(1, keepdim=True),
                  torch.bmm(r.transpose(1, 2), H), r.sum(1, keepdim=True))
-        if bufs is None:
-            bufs = [g.clone() for g in grads]
-        else:
-            for buf, g in zip(bufs, grads, strict=True):
-                buf.mul_(momentum).add_(g)
-        for p, buf in zip(params, bufs, strict=True):
-            p.sub_(buf, alpha=lr)
+        bufs = _heavy_ball(params, grads, bufs, lr, momentum)
     f = torch.baddbmm(c, torch.baddbmm(b, X, W.transpose(1, 2)).clamp_min_(0),
                       a.transpose(1, 2))
     sq = ((f - y) ** 2).mul_(w).sum(1).squeeze(1) / 2.0                 # w = 2/n on real rows
