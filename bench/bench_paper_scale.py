@@ -340,6 +340,11 @@ def main() -> None:
                          "gpu_block_bytes: 5 GiB a block), so that a blocked evaluation's "
                          "operations are counted as the H100 launches them; needs that much "
                          "memory here")
+    ap.add_argument("--keep-freed-memory", action="store_true",
+                    help="glibc keeps freed memory (lazylab.machine.keep_freed_memory), so that "
+                         "a CPU's munmap and page faults of large tensors, which a GPU's caching "
+                         "allocator never pays, are not priced as host work; resident memory "
+                         "can grow far past the peak (allenzhu-alpha: 22 GB)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a paper parameter set otherwise (e.g. panels=a); not with "
                          "--write-estimates")
@@ -351,7 +356,7 @@ def main() -> None:
     if a.set and a.write_estimates:
         ap.error("--set projects part of an experiment: its estimate is not the experiment's")
     torch.set_num_threads(a.threads)
-    kept = keep_freed_memory()  # as in every run (lazylab.runner.policy): munmap is not host work
+    kept = a.keep_freed_memory and keep_freed_memory()  # munmap is no GPU's host work
     device = torch.device(a.device)
     if a.h100_blocks:
         set_memory_budget(gpu_block_bytes(H100_MEMORY_BYTES))

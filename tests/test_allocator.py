@@ -1,6 +1,7 @@
-"""The C allocator setting of every run (lazylab.machine.keep_freed_memory): glibc's mmap and
-trim thresholds raised through mallopt, left alone on request or without mallopt, and the
-numbers of a computation the same either way."""
+"""The opt-in C allocator setting of the projection (lazylab.machine.keep_freed_memory):
+glibc's mmap and trim thresholds raised through mallopt, left alone on request or without
+mallopt, the numbers of a computation the same either way, and never applied by a run's
+execution policy (it can grow resident memory far past the peak)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,12 @@ def test_same_numbers_either_way():
     if sys.platform == "linux" and platform.libc_ver()[0] == "glibc":
         assert out[""][0] == "True"
     assert out[""][1] == out["system"][1]
+
+
+def test_a_run_leaves_the_allocator_alone():
+    """ExecutionPolicy.apply() does not call mallopt (a run's memory stays the system's)."""
+    code = ("import lazylab.machine as m\nfrom lazylab.runner.policy import ExecutionPolicy\n"
+            "ExecutionPolicy(threads=1).apply()\nprint(m._applied)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split()[-1] == "None"

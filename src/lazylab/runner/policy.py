@@ -18,7 +18,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lazylab.machine import keep_freed_memory, machine_memory
+from lazylab.machine import machine_memory
 
 __all__ = ["CUBLAS_WORKSPACE", "ExecutionPolicy", "default_threads", "limit_blas",
            "machine_memory"]
@@ -89,7 +89,6 @@ class ExecutionPolicy:
         torch.backends.cudnn.benchmark = False
         torch.set_float32_matmul_precision("high" if self.allow_tf32 else "highest")
         limit_blas(self.threads)
-        keep_freed_memory()  # CPU speed only: the numbers do not depend on it
 
 
 def limit_blas(threads: int) -> None:
