@@ -237,9 +237,6 @@ def counters():
         yield oc, fc, span
 
 
-_OVERHEAD: list[float] = []
-
-
 @contextlib.contextmanager
 def gpu_paths():
     """Within: the code takes the paths it takes on a GPU where a CPU has its own, so that the
@@ -254,6 +251,9 @@ def gpu_paths():
         yield
     finally:
         packed.CPU_CHUNK_ELEMENTS = old
+
+
+_OVERHEAD: list[float] = []  # counter_overhead's measurement, once per process
 
 
 def counter_overhead(n: int = 20_000) -> float:
