@@ -260,12 +260,12 @@ def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, A
     print(f"{'experiment':<22} {'groups':>6} {'smpl':>4} {'loops':>5} {'GFLOP':>10} "
           f"{'Mops':>8} {'here':>9} {'H100 model':>10} {'measured':>9} {'ratio':>6}")
     out: dict[str, Any] = {}
+    overrides = dict(kv.split("=", 1) for kv in a.set)
     for exp_id in ids:
         t0 = time.perf_counter()
         try:
             pr = project(exp_id, cap=a.cap, sample=a.sample, device=device, limit=a.limit,
-                         tcap=a.tcap, verbose=a.verbose, fast=a.fast,
-                         overrides=dict(kv.split("=", 1) for kv in a.set),
+                         tcap=a.tcap, verbose=a.verbose, fast=a.fast, overrides=overrides,
                          blocks=a.eval_blocks)
         except Timeout as e:
             print(f"{exp_id:<22} not projected: a piece ran {e}")
@@ -273,7 +273,7 @@ def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, A
             continue
         tot = pr.total
         meas = MEASURED_H100.get(exp_id)
-        if meas and meas[2] != dict(kv.split("=", 1) for kv in a.set):
+        if meas and meas[2] != overrides:
             print(f"    ({exp_id}'s measured row ran with --set "
                   f"{' '.join(f'{k}={v}' for k, v in meas[2].items())}: no check here)")
             meas = None

@@ -97,7 +97,7 @@ def _train(p: MlpScalingParams, d: int, data: list[tuple[int, torch.Tensor, torc
     ``fit``, which reports it as ``fit`` does."""
     nets = [_init(p, d, n, seed, device) for n, _, _ in data]
     steps = loop_steps(p.steps)
-    if len(data) == 1:
+    if len(data) == 1:  # unstacked, so that n_batch = 1 gives the one-by-one bits
         losses = [gd_relu_mlp(nets[0], data[0][1], data[0][2], lr=p.lr, steps=steps,
                               momentum=p.momentum)]
     else:
