@@ -178,6 +178,15 @@ def test_mlp_scaling_sizes_trained_at_once_read_as_one_by_one():
         assert b[k] == pytest.approx(v, rel=1e-4, abs=1e-5), k
 
 
+def test_mlp_scaling_estimate_pays_the_padding_of_sizes_trained_at_once():
+    """Two sizes at once on the quick grid i = 1, 2, 4, 8, 16, 32: the first five sizes run as
+    chunks (1, 2), (4, 8), (16, 32), each padded to its largest, 2 (2 + 8 + 32) = 84 against
+    1 + 2 + 4 + 8 + 16 = 31 one by one."""
+    exp = get_experiment("nichani-mlp-scaling")
+    one, two = (exp.cost(exp.resolve("quick", {"n_batch": k}), "quick")[0] for k in (1, 2))
+    assert two / one == pytest.approx(84 / 31, rel=1e-12)
+
+
 def test_mlp_scaling_not_cubic_is_inconclusive_when_its_allowance_reaches_the_gap():
     """Four d values scattered +-40% around d^2: the upper allowance k SE exceeds 1 (the gap
     to d^3), so "not-cubic" says nothing (a slope of exactly 2 would fail it too); the same
