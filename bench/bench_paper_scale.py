@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from _parts import check_part, covers
 from _projection import (
     H100_FLOPS,
     H100_MEMORY_BYTES,
@@ -292,7 +293,8 @@ def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, A
                        "measured_h100_seconds": meas[0] if meas else None,
                        "eval_blocks": a.eval_blocks}
         if a.write_estimates:  # as each experiment finishes: a cut run keeps what it measured
-            write_estimates({exp_id: out[exp_id]}, device, quiet=True)
+            write_estimates({exp_id: out[exp_id]}, device, quiet=True,
+                            part=check_part(exp_id, overrides) if overrides else None)
     done = {k: v for k, v in out.items() if "error" not in v}
     total = sum(v["h100_model_seconds"] for v in done.values())
     print(f"H100 model, {len(done)} experiments: {_dur(total)} in all; "
@@ -304,14 +306,27 @@ def _dur(s: float) -> str:
     return f"{s:.1f} s" if s < 600 else (f"{s / 60:.1f} m" if s < 36000 else f"{s / 3600:.1f} h")
 
 
-def write_estimates(out: dict[str, Any], device: torch.device, quiet: bool = False) -> None:
-    """Merge the H100-model seconds into the registry's estimate file (``lazylab list``)."""
+def write_estimates(out: dict[str, Any], device: torch.device, quiet: bool = False,
+                    part: str | None = None) -> None:
+    """Merge the H100-model seconds into the registry's estimate file (``lazylab list``).
+    ``part``: the projections are of that part of each experiment (bench/_parts.py), stored
+    under ``parts``; the estimate becomes their sum once the stored parts cover the experiment.
+    A whole projection replaces any parts."""
     cur = json.loads(ESTIMATES.read_text()) if ESTIMATES.exists() else {}
     for exp_id, v in out.items():
-        if "error" not in v:
-            cur[exp_id] = {**cur.get(exp_id, {}),
-                           "paper_h100_seconds": round(v["h100_model_seconds"], 1),
-                           f"paper_{device.type}_seconds": round(v["seconds_here"], 1)}
+        if "error" in v:
+            continue
+        here = {"paper_h100_seconds": round(v["h100_model_seconds"], 1),
+                f"paper_{device.type}_seconds": round(v["seconds_here"], 1)}
+        entry = dict(cur.get(exp_id, {}))
+        if part is None:
+            entry.pop("parts", None)
+            entry.update(here)
+        else:
+            entry["parts"] = parts = {**entry.get("parts", {}), part: here}
+            if covers(exp_id, list(parts)):
+                entry.update({k: round(sum(q[k] for q in parts.values()), 1) for k in here})
+        cur[exp_id] = entry
     ESTIMATES.write_text(json.dumps(dict(sorted(cur.items())), indent=1) + "\n")
     if not quiet:
         print(f"estimates written to {ESTIMATES}")
@@ -346,15 +361,22 @@ def main() -> None:
                          "allocator never pays, are not priced as host work; resident memory "
                          "can grow far past the peak (allenzhu-alpha: 22 GB)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="a paper parameter set otherwise (e.g. panels=a); not with "
-                         "--write-estimates")
+                    help="a paper parameter set otherwise (e.g. panels=a); with "
+                         "--write-estimates only a part of the experiment (a list parameter "
+                         "narrowed), which its estimate adds up once the parts cover it")
     ap.add_argument("--write-estimates", action="store_true",
                     help="store the projections as the registry's paper-scale estimates")
     a = ap.parse_args()
     if a.eval_blocks is not None and a.eval_blocks < 1:
         ap.error(f"--eval-blocks must be a positive integer; got {a.eval_blocks}")
-    if a.set and a.write_estimates:
-        ap.error("--set projects part of an experiment: its estimate is not the experiment's")
+    if a.set and a.write_estimates:  # only parts of experiments (bench/_parts.py) add up
+        if not a.only:
+            ap.error("--set with --write-estimates needs --only: the experiments it is a part of")
+        try:
+            for exp_id in a.only:
+                check_part(exp_id, dict(kv.split("=", 1) for kv in a.set))
+        except (ValueError, KeyError) as e:
+            ap.error(str(e))
     torch.set_num_threads(a.threads)
     kept = a.keep_freed_memory and keep_freed_memory()  # munmap is no GPU's host work
     device = torch.device(a.device)

@@ -282,7 +282,7 @@ def _epoch(step_grad, chunk: _Chunk, X: torch.Tensor, Y: torch.Tensor, perm: tor
                         chunk.into(sched.momentum))
         with torch.no_grad():
             chunk.update(lr)
-            tot += val.double() * len(idx)
+            tot.add_(val, alpha=len(idx))  # one operation; float64, exact as val.double() * n
     return tot.div_(n)
 
 
