@@ -22,6 +22,7 @@ Run: ``.venv/bin/python bench/bench_paper_scale.py [--steps 20] [--device cpu|cu
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import time
 from collections.abc import Callable
@@ -312,6 +313,14 @@ def write_estimates(out: dict[str, Any], device: torch.device, quiet: bool = Fal
     ``part``: the projections are of that part of each experiment (bench/_parts.py), stored
     under ``parts``; the estimate becomes their sum once the stored parts cover the experiment.
     A whole projection replaces any parts."""
+    with open(ESTIMATES.with_suffix(".lock"), "w") as lock:  # parts finish side by side
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _merge_estimates(out, device, part)
+    if not quiet:
+        print(f"estimates written to {ESTIMATES}")
+
+
+def _merge_estimates(out: dict[str, Any], device: torch.device, part: str | None) -> None:
     cur = json.loads(ESTIMATES.read_text()) if ESTIMATES.exists() else {}
     for exp_id, v in out.items():
         if "error" in v:
@@ -328,8 +337,6 @@ def write_estimates(out: dict[str, Any], device: torch.device, quiet: bool = Fal
                 entry.update({k: round(sum(q[k] for q in parts.values()), 1) for k in here})
         cur[exp_id] = entry
     ESTIMATES.write_text(json.dumps(dict(sorted(cur.items())), indent=1) + "\n")
-    if not quiet:
-        print(f"estimates written to {ESTIMATES}")
 
 
 def main() -> None:
