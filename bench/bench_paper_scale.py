@@ -6,7 +6,9 @@ with the number of steps capped, this measures in one run on the device at hand:
 * ``ops/cfg-step``: aten operations (what a GPU pays one kernel launch for) per configuration
   and step, counted with a dispatch mode, one by one (``lazylab.train.fit`` on each
   configuration, as before batching) and batched (the packed grid); their ratio;
-* ``CPU-s/step`` (process time) of one step of the whole grid both ways, and their ratio;
+* ``CPU-s/step`` (process time) of one step of the whole grid both ways, and their ratio,
+  beside its ``bound``: the one-by-one CPU seconds over the batched step's flop at the
+  measured GEMM rate, the ratio a batched step that did nothing but its GEMMs would reach;
 * ``flop/step`` of the batched step (``torch.utils.flop_counter``);
 * the measured seconds per batched step here, and the projected paper-scale time: step time
   x the paper's steps x groups (one group per seed);
@@ -231,25 +233,33 @@ ESTIMATES = Path(__file__).resolve().parents[1] / "src" / "lazylab" / "experimen
     "paper_estimates.json"
 
 
-def ratio_table(steps: int, device: torch.device, only: list[str] | None) -> dict[str, Any]:
-    """Part 2: the batched paths against one configuration at a time."""
+def ratio_table(steps: int, device: torch.device, only: list[str] | None,
+                gemm_rate: float) -> dict[str, Any]:
+    """Part 2: the batched paths against one configuration at a time. ``bound`` is the
+    largest CPU ratio a batched step with the same flop could reach: the one-by-one CPU
+    seconds over the batched step's flop at ``gemm_rate`` (the measured GEMM throughput), as if
+    it did nothing but GEMMs at that rate. Where it is near 1 the step is bound by its
+    arithmetic, which batching does not remove."""
     out: dict[str, Any] = {}
     print(f"\nbatched paths, {steps} capped steps: operations and CPU seconds per "
-          "configuration-step, one by one vs batched")
+          "configuration-step, one by one vs batched; bound: the CPU ratio of a batched step "
+          "at the GEMM rate")
     print(f"{'experiment':<20} {'cfgs':>5} {'ops alone':>10} {'batched':>8} {'ratio':>6} "
-          f"{'CPU-s alone':>12} {'batched':>8} {'ratio':>6}")
+          f"{'CPU-s alone':>12} {'batched':>8} {'ratio':>6} {'bound':>6}")
     for exp_id, fn in BENCHES.items():
         if only and exp_id not in only:
             continue
         r = fn(exp_id, steps, device)
+        bound = r.cpu_alone / (r.flop_step / gemm_rate)
         print(f"{r.experiment:<20} {r.configs:>5} {r.ops_alone:>10.1f} {r.ops_batched:>8.2f} "
               f"{r.ops_alone / r.ops_batched:>6.1f} {r.cpu_alone:>12.4f} {r.cpu_batched:>8.4f} "
-              f"{r.cpu_alone / r.cpu_batched:>6.2f}")
+              f"{r.cpu_alone / r.cpu_batched:>6.2f} {bound:>6.2f}")
         out[r.experiment] = {
             "configs": r.configs, "ops_per_config_step_alone": r.ops_alone,
             "ops_per_config_step_batched": r.ops_batched,
             "ops_ratio": r.ops_alone / r.ops_batched, "cpu_seconds_per_step_alone": r.cpu_alone,
-            "cpu_seconds_per_step_batched": r.cpu_batched, "cpu_ratio": r.cpu_alone / r.cpu_batched}
+            "cpu_seconds_per_step_batched": r.cpu_batched, "cpu_ratio": r.cpu_alone / r.cpu_batched,
+            "flop_per_step": r.flop_step, "cpu_ratio_bound": bound}
     return out
 
 
@@ -404,7 +414,7 @@ def main() -> None:
         with gpu_paths():  # the model counts the operations a GPU launches
             out["projection"] = projection_table(a, device)
     if a.part in ("all", "ratios"):
-        out["ratios"] = ratio_table(a.steps, device, a.only)
+        out["ratios"] = ratio_table(a.steps, device, a.only, peak)
     record("paper_scale", out, device)
 
 
