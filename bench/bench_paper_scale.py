@@ -42,6 +42,7 @@ from _projection import (
     LAUNCH_SECONDS,
     OpCounter,
     Timeout,
+    eigvalsh_as_run,
     flop_counter,
     gpu_paths,
     project,
@@ -411,7 +412,7 @@ def main() -> None:
         print(f"TF32 GEMM {out['gemm_flops_tf32'] / 1e12:.1f} TFLOP/s (8192^3; the model "
               f"assumes {H100_TF32_FLOPS / 1e12:.0f})")
     if a.part in ("all", "projection"):
-        with gpu_paths():  # the model counts the operations a GPU launches
+        with gpu_paths(), eigvalsh_as_run():  # the operations a GPU run launches
             out["projection"] = projection_table(a, device)
     if a.part in ("all", "ratios"):
         out["ratios"] = ratio_table(a.steps, device, a.only, peak)

@@ -146,3 +146,22 @@ def test_span_holds_every_operation_and_its_counting():
     assert oc.n == 100
     assert fc.get_total_flops() == 50 * 2 * 64**3
     assert span.seconds >= oc.cpu > 0
+
+
+def test_eigvalsh_is_counted_without_vectors_as_it_runs():
+    """Under the counters torch's eigvalsh asks for eigenvectors too (a dispatch mode hides
+    whether a gradient is wanted); ``eigvalsh_as_run`` prices it as the uncounted run computes
+    it, 4/3 n^3 flop, with the same eigenvalues, while eigh keeps its 9 n^3."""
+    n = 60
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(n, n, generator=g, dtype=torch.float64)
+    A = A + A.T
+    with P.eigvalsh_as_run():
+        with P.OpCounter() as oc:
+            ev = torch.linalg.eigvalsh(A)
+        with P.OpCounter() as oc_v:
+            torch.linalg.eigh(A)
+    assert torch.allclose(ev, torch.linalg.eigvalsh(A), rtol=0, atol=1e-12)
+    assert oc.decomp * P.DECOMP_FLOPS == pytest.approx(4 / 3 * n**3)
+    assert oc_v.decomp * P.DECOMP_FLOPS == pytest.approx(9 * n**3)
+    assert torch.linalg.eigvalsh.__module__ != P.__name__  # restored on leaving
