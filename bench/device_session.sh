@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The first checks to run on a lent GPU, as one call of at most 9 minutes (a drawn task has
+# 15 minutes of device time, the machine's start included). What it measures is what the
+# one-H100 model of bench_paper_scale.py assumes and no CPU can check
+# (docs/paper-scale.md, section 17):
+#   1. the GEMM rates (float32, TF32) and the capture probes of both kinds of loop;
+#   2. what a launch costs eager and replayed from a CUDA graph (bench_replay.py), at the
+#      launch-bound widths of the Allen-Zhu grids;
+#   3. nichani-spectrum at paper scale twice in one process (the second run without the
+#      libraries' start-up), the sub-second row the model misses by 4x;
+#   4. one panel of allenzhu-performance projected on the device itself.
+# Every step has its own time limit; the logs and runs/bench.json land in $OUT.
+#
+# On the device, from the repository root, with the wheels the image lacks carried in .whl
+# (pydantic, pydantic-core, annotated-types, typing-inspection; see the device README):
+#   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl \
+#     && export PYTHONPATH=/tmp/site:$PWD/src && bash bench/device_session.sh
+# Here (no GPU) `DEVICE=cpu QUICK=1 bash bench/device_session.sh` runs the same steps small.
+set -u
+OUT=${OUT:-runs/device}
+DEVICE=${DEVICE:-cuda}
+QUICK=${QUICK:-0}
+PY=${PY:-python3}
+export PYTHONUNBUFFERED=1 LAZYLAB_BENCH_JSON=$OUT/bench.json
+mkdir -p "$OUT"
+step() {  # step SECONDS NAME command...: run with a limit, log to $OUT/NAME.log, go on
+    local limit=$1 name=$2
+    shift 2
+    echo "== $name (limit ${limit} s)"
+    timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
+    echo "   exit $? after ${SECONDS} s in all"
+    tail -n 4 "$OUT/$name.log"
+}
+{ nvidia-smi || true; $PY -c "import torch; print(torch.__version__, torch.version.cuda)"; } \
+    >"$OUT/machine.log" 2>&1
+if [ "$QUICK" = 1 ]; then epochs=13; widths="20"; else epochs=20; widths="20 200"; fi
+step 60 probes $PY -c "
+import torch, sys
+sys.path.insert(0, 'bench')
+from bench_paper_scale import gemm_flops_per_second
+from lazylab.train import capture as cg
+d = torch.device('$DEVICE')
+print('float32 GEMM', gemm_flops_per_second(d) / 1e12, 'TFLOP/s')
+if d.type == 'cuda':
+    torch.backends.cuda.matmul.allow_tf32 = True
+    print('TF32 GEMM', gemm_flops_per_second(d, 8192) / 1e12, 'TFLOP/s')
+    torch.backends.cuda.matmul.allow_tf32 = False
+print({k: cg.capture_works(str(d), k) for k in cg.PROBES})"
+for m in $widths; do
+    for mode in all NTK; do
+        step 90 "replay-m$m-$mode" $PY bench/bench_replay.py --device "$DEVICE" --m "$m" \
+            --mode "$mode" --epochs "$epochs"
+    done
+done
+spectrum="from lazylab.experiments import get_experiment
+import time, torch
+e = get_experiment('nichani-spectrum'); p = e.resolve('paper')
+for run in ('first', 'second'):
+    t0 = time.perf_counter()
+    for seed in range(3):
+        for key in e.units(p):
+            e.run_unit(p, key, seed, torch.device('$DEVICE'))
+    if '$DEVICE' == 'cuda':
+        torch.cuda.synchronize()
+    print(run, 'run of the 6 units:', round(time.perf_counter() - t0, 3), 's')"
+if [ "$QUICK" = 1 ]; then
+    echo "== spectrum: skipped with QUICK=1 (paper scale takes minutes on a CPU)"
+else
+    step 90 spectrum $PY -c "$spectrum"
+fi
+if [ "$QUICK" = 1 ]; then only=nichani-spectrum; set=(); else
+    only=allenzhu-performance; set=(--set panels=a); fi
+step $((QUICK == 1 ? 120 : 240)) projection $PY bench/bench_paper_scale.py --part projection \
+    --device "$DEVICE" --only "$only" "${set[@]}" --verbose
+echo "done in ${SECONDS} s; logs in $OUT"
