@@ -19,6 +19,33 @@ from lazylab.experiments import get_experiment
 from lazylab.runner.params import coerce
 
 
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    """``["panels=a", "widths=20,50"]`` -> {"panels": "a", "widths": "20,50"}; ValueError
+    naming an item without ``=``."""
+    bad = [kv for kv in items if "=" not in kv or not kv.split("=", 1)[0]]
+    if bad:
+        raise ValueError(f"--set takes KEY=VALUE; got {bad[0]!r}")
+    return dict(kv.split("=", 1) for kv in items)
+
+
+def check_overrides(exp_id: str, overrides: dict[str, str]) -> None:
+    """ValueError in one line when ``exp_id`` has no such parameter or a value is not
+    allowed (the first of pydantic's errors)."""
+    exp = get_experiment(exp_id)
+    unknown = sorted(set(overrides) - set(exp.Params.model_fields))
+    if unknown:
+        raise ValueError(f"--set {unknown[0]}: {exp_id} has no parameter {unknown[0]!r} "
+                         f"(`lazylab show {exp_id}` lists them)")
+    try:
+        _params(exp, overrides)
+    except ValueError as e:  # pydantic's ValidationError is one
+        errs = getattr(e, "errors", lambda: [])()
+        if not errs:
+            raise ValueError(f"--set {label_of(overrides)}: {e}") from None
+        k = errs[0]["loc"][0] if errs[0]["loc"] else ""
+        raise ValueError(f"--set {k}={overrides.get(str(k), '')}: {errs[0]['msg']}") from None
+
+
 def parse_label(label: str) -> dict[str, str]:
     """``"panels=a widths=20,50"`` -> {"panels": "a", "widths": "20,50"}."""
     return dict(kv.split("=", 1) for kv in label.split())
@@ -40,6 +67,7 @@ def _units(exp: Any, overrides: dict[str, str]) -> set[str]:
 def check_part(exp_id: str, overrides: dict[str, str]) -> str:
     """The part's label; ValueError naming the override when ``overrides`` do not select a part
     of ``exp_id`` at paper scale (module docstring)."""
+    check_overrides(exp_id, overrides)
     exp = get_experiment(exp_id)
     full = exp.resolve("paper")
     part = _params(exp, overrides)

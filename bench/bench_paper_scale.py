@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from _parts import check_part, covers
+from _parts import check_overrides, check_part, covers, parse_overrides
 from _projection import (
     H100_FLOPS,
     H100_MEMORY_BYTES,
@@ -273,7 +273,7 @@ def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, A
     print(f"{'experiment':<22} {'groups':>6} {'smpl':>4} {'loops':>5} {'GFLOP':>10} "
           f"{'Mops':>8} {'here':>9} {'H100 model':>10} {'measured':>9} {'ratio':>6}")
     out: dict[str, Any] = {}
-    overrides = dict(kv.split("=", 1) for kv in a.set)
+    overrides = parse_overrides(a.set)
     for exp_id in ids:
         t0 = time.perf_counter()
         try:
@@ -387,14 +387,18 @@ def main() -> None:
     a = ap.parse_args()
     if a.eval_blocks is not None and a.eval_blocks < 1:
         ap.error(f"--eval-blocks must be a positive integer; got {a.eval_blocks}")
-    if a.set and a.write_estimates:  # only parts of experiments (bench/_parts.py) add up
-        if not a.only:
-            ap.error("--set with --write-estimates needs --only: the experiments it is a part of")
-        try:
-            for exp_id in a.only:
-                check_part(exp_id, dict(kv.split("=", 1) for kv in a.set))
-        except (ValueError, KeyError) as e:
-            ap.error(str(e))
+    known = {e.id for e in all_experiments()}
+    unknown = [x for x in a.only or [] if x not in known]
+    if unknown:
+        ap.error(f"--only: no experiment {unknown[0]!r}; `lazylab list` names them")
+    if a.set and not a.only:
+        ap.error("--set needs --only: the experiments whose parameters it sets")
+    try:  # every --set checked before anything runs
+        for exp_id in a.set and a.only or []:
+            (check_part if a.write_estimates else check_overrides)(
+                exp_id, parse_overrides(a.set))
+    except ValueError as e:  # only parts of experiments add up (bench/_parts.py)
+        ap.error(str(e))
     torch.set_num_threads(a.threads)
     kept = a.keep_freed_memory and keep_freed_memory()  # munmap is no GPU's host work
     device = torch.device(a.device)

@@ -57,3 +57,24 @@ def test_write_estimates_adds_the_parts_once_they_cover(tmp_path, monkeypatch):
     B.write_estimates(one(400.0, 40.0), cpu, quiet=True)  # a whole projection replaces parts
     got = json.loads(B.ESTIMATES.read_text())[EXP]
     assert got["paper_h100_seconds"] == 400.0 and "parts" not in got
+
+
+@pytest.mark.parametrize("items, message", [
+    (["panels"], "--set takes KEY=VALUE; got 'panels'"),
+    (["=a"], "--set takes KEY=VALUE; got '=a'"),
+])
+def test_set_without_a_key_and_value_is_named(items, message):
+    with pytest.raises(ValueError) as e:
+        parts.parse_overrides(items)
+    assert str(e.value) == message
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"panel": "a"}, "--set panel: allenzhu-performance has no parameter 'panel'"),
+    ({"panels": "c"}, "--set panels=c: Input should be 'a' or 'b'"),
+    ({"epochs": "-3"}, "--set epochs=-3: Input should be greater than or equal to 2"),
+])
+def test_a_bad_override_is_one_line_naming_it(overrides, message):
+    with pytest.raises(ValueError) as e:
+        parts.check_overrides(EXP, overrides)
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
