@@ -15,22 +15,26 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from lazylab.cli import parse_assignments
+from lazylab.errors import InputError
 from lazylab.experiments import get_experiment
-from lazylab.runner.params import coerce
+from lazylab.runner.params import coerce, describe_validation_error
 
 
 def parse_overrides(items: list[str]) -> dict[str, str]:
-    """``["panels=a", "widths=20,50"]`` -> {"panels": "a", "widths": "20,50"}; ValueError
-    naming an item without ``=``."""
-    bad = [kv for kv in items if "=" not in kv or not kv.split("=", 1)[0]]
-    if bad:
-        raise ValueError(f"--set takes KEY=VALUE; got {bad[0]!r}")
-    return dict(kv.split("=", 1) for kv in items)
+    """``["panels=a", "widths=20,50"]`` -> {"panels": "a", "widths": "20,50"}, as ``lazylab
+    reproduce --set`` parses them; ValueError naming an item that is not KEY=VALUE."""
+    try:
+        return parse_assignments(items)
+    except InputError as e:
+        raise ValueError(str(e)) from None
 
 
 def check_overrides(exp_id: str, overrides: dict[str, str]) -> None:
-    """ValueError in one line when ``exp_id`` has no such parameter or a value is not
-    allowed (the first of pydantic's errors)."""
+    """ValueError in one line (as ``lazylab reproduce`` words it) when ``exp_id`` has no such
+    parameter or a value is not allowed at paper scale."""
+    from pydantic import ValidationError
+
     exp = get_experiment(exp_id)
     unknown = sorted(set(overrides) - set(exp.Params.model_fields))
     if unknown:
@@ -38,12 +42,8 @@ def check_overrides(exp_id: str, overrides: dict[str, str]) -> None:
                          f"(`lazylab show {exp_id}` lists them)")
     try:
         _params(exp, overrides)
-    except ValueError as e:  # pydantic's ValidationError is one
-        errs = getattr(e, "errors", lambda: [])()
-        if not errs:
-            raise ValueError(f"--set {label_of(overrides)}: {e}") from None
-        k = errs[0]["loc"][0] if errs[0]["loc"] else ""
-        raise ValueError(f"--set {k}={overrides.get(str(k), '')}: {errs[0]['msg']}") from None
+    except ValidationError as e:
+        raise ValueError(describe_validation_error(exp, e, overrides, "paper")) from None
 
 
 def parse_label(label: str) -> dict[str, str]:
