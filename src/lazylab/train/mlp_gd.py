@@ -50,7 +50,7 @@ def gd_relu_mlp(net: nn.Module, X: torch.Tensor, y: torch.Tensor, *, lr: float, 
     >>> g = torch.Generator().manual_seed(0)
     >>> net = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1)).double()
     >>> X = torch.randn(20, 3, generator=g, dtype=torch.float64); y = X[:, 0] ** 2
-    >>> before = float(((net(X).squeeze(1) - y) ** 2).mean())
+    >>> before = float(((net(X).squeeze(1) - y) ** 2).mean().detach())
     >>> gd_relu_mlp(net, X, y, lr=0.05, steps=200, momentum=0.9) < before
     True
     """

@@ -26,7 +26,7 @@ Example
 -------
 >>> import torch
 >>> net = nichani_net(5, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
->>> float(net(torch.randn(3, 5, dtype=torch.float64)).abs().max())
+>>> float(net(torch.randn(3, 5, dtype=torch.float64)).abs().max().detach())
 0.0
 """
 
