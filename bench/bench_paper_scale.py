@@ -394,7 +394,7 @@ def main() -> None:
     if a.set and not a.only:
         ap.error("--set needs --only: the experiments whose parameters it sets")
     try:  # every --set checked before anything runs
-        for exp_id in a.set and a.only or []:
+        for exp_id in (a.only or []) if a.set else []:
             (check_part if a.write_estimates else check_overrides)(
                 exp_id, parse_overrides(a.set))
     except ValueError as e:  # only parts of experiments add up (bench/_parts.py)
