@@ -181,9 +181,17 @@ def _bytes(tree) -> int:
 METADATA_ONLY = frozenset({"_unsafe_view"})
 
 
+def launches_kernel(func) -> bool:
+    """Whether an aten operation launches a kernel on a GPU: every one but views (and
+    :data:`METADATA_ONLY`). Eager PyTorch dispatches both from the host; a CUDA graph replays
+    only the kernels."""
+    return not func.is_view and func.overloadpacket.__name__ not in METADATA_ONLY
+
+
 class OpCounter(TorchDispatchMode):
-    """Counts aten operations dispatched (views and metadata queries included), the bytes the
-    others read and write (``bytes``: inputs, and outputs or the ``out=`` tensor), the wall
+    """Counts aten operations dispatched (views and metadata queries included), those that
+    launch a kernel (``kernels``, :func:`launches_kernel`), the bytes those read and write
+    (``bytes``: inputs, and outputs or the ``out=`` tensor), the wall
     and CPU seconds spent inside them (``seconds``, ``cpu``; synchronous on a CPU) and the H100
     model's seconds for those in :data:`DECOMPOSITIONS` (``decomp``, module docstring)."""
 
@@ -194,6 +202,7 @@ class OpCounter(TorchDispatchMode):
         self.cpu = 0.0
         self.decomp = 0.0
         self.bytes = 0.0
+        self.kernels = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.n += 1
@@ -205,7 +214,8 @@ class OpCounter(TorchDispatchMode):
         name = func.overloadpacket.__name__
         if name in DECOMPOSITIONS:  # priced on the model here (module docstring)
             self.decomp += min(dt / HOST_SPEEDUP, decomposition_flop(name, args) / DECOMP_FLOPS)
-        if not func.is_view and func.overloadpacket.__name__ not in METADATA_ONLY:
+        if launches_kernel(func):
+            self.kernels += 1
             # an out= tensor is written once (not also read)
             kw = kwargs or {}
             self.bytes += _bytes((args, kw) if "out" in kw else (args, kw, out))
@@ -314,7 +324,9 @@ class Cost:
     aten operations and their counting here (:class:`Span`), the H100 model's seconds for the
     decompositions, bytes, and the H100 model of the whole: at the experiment's precision
     (``h100``) and in float32 throughout (``h100_fp32``, the same unless the paper scale
-    declares TF32; what a float32 measurement checks)."""
+    declares TF32; what a float32 measurement checks); the operations that launch a kernel
+    (``kernels``), and ``h100`` with the loops that replay from CUDA graphs priced as replayed
+    (``h100_graph``, :func:`_h100`)."""
 
     wall: float = 0.0
     cpu: float = 0.0
@@ -325,6 +337,8 @@ class Cost:
     bytes: float = 0.0
     h100: float = 0.0
     h100_fp32: float = 0.0
+    kernels: float = 0.0
+    h100_graph: float = 0.0
 
     def __add__(self, o: Cost) -> Cost:
         return Cost(*(a + b for a, b in zip(self.astuple(), o.astuple(), strict=True)))
@@ -334,7 +348,7 @@ class Cost:
 
     def astuple(self) -> tuple[float, ...]:
         return (self.wall, self.cpu, self.ops, self.flop, self.torch, self.decomp, self.bytes,
-                self.h100, self.h100_fp32)
+                self.h100, self.h100_fp32, self.kernels, self.h100_graph)
 
 
 def h100_seconds(ops: float, flop: float, host: float = 0.0, decomp: float = 0.0,
@@ -397,9 +411,10 @@ def _once(fn, device: torch.device, rate: float = H100_FLOPS, fast: bool = False
     if fast:
         wall, cpu = time.perf_counter() - w1, time.process_time() - c1
     flop = float(fc.get_total_flops())
-    return Cost(wall, cpu, float(oc.n), flop, span.seconds, oc.decomp, oc.bytes,
-                *(h100_seconds(oc.n, flop, host, oc.decomp, r, oc.bytes)
-                  for r in (rate, H100_FLOPS)))
+    h100, h100_fp32 = (h100_seconds(oc.n, flop, host, oc.decomp, r, oc.bytes)
+                       for r in (rate, H100_FLOPS))
+    return Cost(wall, cpu, float(oc.n), flop, span.seconds, oc.decomp, oc.bytes, h100,
+                h100_fp32, float(oc.kernels), h100)  # no loop: nothing replayed
 
 
 def _timed_probe(device: torch.device):
@@ -429,7 +444,8 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device,
         with counters() as (oc, fc, span):
             with capped(k, lambda: (float(oc.n), float(fc.get_total_flops()),
                                     span.seconds, oc.decomp, oc.bytes,
-                                    time.perf_counter(), time.process_time()),
+                                    time.perf_counter(), time.process_time(),
+                                    float(oc.kernels)),
                         blocks) as m:
                 call()
         counted.append(m)
@@ -448,15 +464,17 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device,
             exact = False  # data-dependent loops: scale each loop of the short run linearly
             totals.append(_linear(a, tot))
     wall, cpu = totals[0]
-    ops, flop, inside, decomp, nbytes, _, ccpu = totals[1]
+    ops, flop, inside, decomp, nbytes, _, ccpu, kernels = totals[1]
     if exact:
         h100, detail = _h100(counted, rate)
         h100_fp32 = _h100(counted)[0] if rate != H100_FLOPS else h100
-    else:
+        h100_graph = _h100(counted, rate, graphs=True)[0]
+    else:  # replayed loops priced like the rest
         h100, h100_fp32 = (h100_seconds(ops, flop, ccpu - inside - ops * counter_overhead(),
                                         decomp, r, nbytes) for r in (rate, H100_FLOPS))
-        detail = "loops scaled linearly"
-    return (Cost(wall, cpu, ops, flop, inside, decomp, nbytes, h100, h100_fp32),
+        h100_graph, detail = h100, "loops scaled linearly"
+    return (Cost(wall, cpu, ops, flop, inside, decomp, nbytes, h100, h100_fp32, kernels,
+                 h100_graph),
             len(counted[0].loops),
             exact, detail)
 
@@ -508,32 +526,41 @@ def _linear(m: StepMeter, tot: list[float]) -> list[float]:
     return out
 
 
-def _h100(counted: list[StepMeter], rate: float = H100_FLOPS) -> tuple[float, str]:
+def _h100(counted: list[StepMeter], rate: float = H100_FLOPS, graphs: bool = False
+          ) -> tuple[float, str]:
     """The H100 model of one group: each loop's steps (launches or arithmetic per step, times
     the steps requested), plus everything else of the short capped runs (its loop steps
     taken out), bound by launches, arithmetic or host work (module docstring); with the
     pieces in words (each loop's operations a step and steps, the rest's three bounds).
     Host work is the CPU time outside the counters' span (:class:`Span`) of the counted runs
     themselves (a time of other runs would carry their differences in load, and CPU time
-    is not lengthened by other jobs)."""
-    ops, flop, inside, decomp, nbytes, _, tc = counted[0].total()
+    is not lengthened by other jobs). With ``graphs``, a loop whose steps replay from a CUDA
+    graph (``Segment.replayed``) launches only its kernels (:func:`launches_kernel`), each at
+    most what an eager launch costs:
+
+        max(kernels x LAUNCH_SECONDS, max(flop / rate, bytes / H100_BYTES_PER_S))
+
+    a step; its evaluations and everything outside the loop stay eager."""
+    ops, flop, inside, decomp, nbytes, _, tc, _ = counted[0].total()
     secs, words = 0.0, []
     for i, seg in enumerate(counted[0].loops):
-        o, f, ins, dec, b, _, c = per_step(counted[0], counted[1], i)
-        loop = h100_seconds(o, f, 0.0, dec, rate, b) * seg.requested
-        words.append(f"loop {i}: {o:.0f} ops, {f / 1e9:.3g} GFLOP, {b / 1e9:.3g} GB a step x "
-                     f"{seg.requested} = {loop:.2f} s")
+        o, f, ins, dec, b, _, c, kern = per_step(counted[0], counted[1], i)
+        replayed = graphs and seg.replayed
+        loop = h100_seconds(kern if replayed else o, f, 0.0, dec, rate, b) * seg.requested
+        launched = f" ({kern:.0f} kernels replayed)" if replayed else ""
+        words.append(f"loop {i}: {o:.0f} ops{launched}, {f / 1e9:.3g} GFLOP, "
+                     f"{b / 1e9:.3g} GB a step x {seg.requested} = {loop:.2f} s")
         ops, flop, inside = ops - o * seg.run, flop - f * seg.run, inside - ins * seg.run
         decomp, nbytes = decomp - dec * seg.run, nbytes - b * seg.run
         tc -= c * seg.run
         if seg.evaluated:  # its evaluations, priced one by one (lazylab.train.meter)
-            eo, ef, eins, edec, eb, ew, _ = per_evaluation(seg)
+            eo, ef, eins, edec, eb, ew, _, _ = per_evaluation(seg)
             ev = h100_seconds(eo, ef, 0.0, edec, rate, eb) * seg.evaluations
             loop += ev
             words.append(f"{seg.evaluations} evaluations of {eo:.0f} ops, {ef / 1e9:.3g} GFLOP "
                          f"= {ev:.2f} s")
             # the rest loses what these evaluations cost here, not the blocks they skipped
-            mo, mf, mins, mdec, mb, _, mc = seg.evaluation_cost
+            mo, mf, mins, mdec, mb, _, mc, _ = seg.evaluation_cost
             ops, flop, inside = ops - mo, flop - mf, inside - mins
             decomp, nbytes, tc = decomp - mdec, nbytes - mb, tc - mc
         secs += loop

@@ -271,7 +271,8 @@ def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, A
     print(f"\nprojection at paper scale: training loops capped at {a.cap} and {2 * a.cap} steps, "
           f"up to {a.sample} groups sampled, {a.limit:.0f} s limit a piece")
     print(f"{'experiment':<22} {'groups':>6} {'smpl':>4} {'loops':>5} {'GFLOP':>10} "
-          f"{'Mops':>8} {'here':>9} {'H100 model':>10} {'measured':>9} {'ratio':>6}")
+          f"{'Mops':>8} {'here':>9} {'H100 model':>10} {'graphs':>9} {'measured':>9} "
+          f"{'ratio':>6}")
     out: dict[str, Any] = {}
     overrides = parse_overrides(a.set)
     for exp_id in ids:
@@ -293,7 +294,8 @@ def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, A
         ratio = f"{tot.h100_fp32 / meas[0]:>6.2f}" if meas else ""
         print(f"{exp_id:<22} {pr.groups:>6} {pr.sampled:>4} {pr.loops:>5} {tot.flop / 1e9:>10.0f} "
               f"{tot.ops / 1e6:>8.2f} {_dur(tot.wall):>9} {_dur(tot.h100):>10} "
-              f"{_dur(meas[0]) if meas else '':>9} {ratio}{'' if pr.exact else '  (~ loops)'}"
+              f"{_dur(tot.h100_graph):>9} {_dur(meas[0]) if meas else '':>9} {ratio}"
+              f"{'' if pr.exact else '  (~ loops)'}"
               f"   [{time.perf_counter() - t0:.0f} s]")
         if tot.h100_fp32 != tot.h100:
             print(f"    {exp_id} on the model in float32 (TF32 off): {_dur(tot.h100_fp32)}")
@@ -302,6 +304,7 @@ def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, A
                        "seconds_here": tot.wall, "cpu_seconds_here": tot.cpu,
                        "h100_model_seconds": tot.h100,
                        "h100_model_fp32_seconds": tot.h100_fp32,
+                       "h100_model_graph_seconds": tot.h100_graph, "kernels": tot.kernels,
                        "measured_h100_seconds": meas[0] if meas else None,
                        "eval_blocks": a.eval_blocks}
         if a.write_estimates:  # as each experiment finishes: a cut run keeps what it measured
@@ -309,7 +312,9 @@ def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, A
                             part=check_part(exp_id, overrides) if overrides else None)
     done = {k: v for k, v in out.items() if "error" not in v}
     total = sum(v["h100_model_seconds"] for v in done.values())
-    print(f"H100 model, {len(done)} experiments: {_dur(total)} in all; "
+    graphs = sum(v["h100_model_graph_seconds"] for v in done.values())
+    print(f"H100 model, {len(done)} experiments: {_dur(total)} in all ({_dur(graphs)} with the "
+          "loops that capture replayed from CUDA graphs); "
           f"largest {max(done, key=lambda k: done[k]['h100_model_seconds'], default='-')}")
     return out
 
@@ -338,14 +343,17 @@ def _merge_estimates(out: dict[str, Any], device: torch.device, part: str | None
             continue
         here = {"paper_h100_seconds": round(v["h100_model_seconds"], 1),
                 f"paper_{device.type}_seconds": round(v["seconds_here"], 1)}
+        if v.get("h100_model_graph_seconds") is not None:
+            here["paper_h100_graph_seconds"] = round(v["h100_model_graph_seconds"], 1)
         entry = dict(cur.get(exp_id, {}))
         if part is None:
             entry.pop("parts", None)
             entry.update(here)
         else:
             entry["parts"] = parts = {**entry.get("parts", {}), part: here}
-            if covers(exp_id, list(parts)):
-                entry.update({k: round(sum(q[k] for q in parts.values()), 1) for k in here})
+            if covers(exp_id, list(parts)):  # the sums of what every part holds
+                entry.update({k: round(sum(q[k] for q in parts.values()), 1) for k in here
+                              if all(k in q for q in parts.values())})
         cur[exp_id] = entry
     ESTIMATES.write_text(json.dumps(dict(sorted(cur.items())), indent=1) + "\n")
 

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from _projection import LAUNCH_SECONDS, METADATA_ONLY, sync
+from _projection import LAUNCH_SECONDS, launches_kernel, sync
 from _results import record
 from lazylab.experiments import get_experiment
 from lazylab.experiments.allenzhu.common import make_learner
@@ -48,8 +48,7 @@ class Kernels(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.ops += 1
-        if not func.is_view and func.overloadpacket.__name__ not in METADATA_ONLY:
-            self.kernels += 1
+        self.kernels += launches_kernel(func)
         return func(*args, **(kwargs or {}))
 
 

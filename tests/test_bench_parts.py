@@ -59,6 +59,27 @@ def test_write_estimates_adds_the_parts_once_they_cover(tmp_path, monkeypatch):
     assert got["paper_h100_seconds"] == 400.0 and "parts" not in got
 
 
+def test_a_sum_holds_only_what_every_part_measured(tmp_path, monkeypatch):
+    """The graph model's seconds are summed once both parts have them (a part stored before
+    that column existed has none), the eager model's seconds in any case."""
+    import bench_paper_scale as B
+
+    monkeypatch.setattr(B, "ESTIMATES", tmp_path / "est.json")
+    cpu = torch.device("cpu")
+
+    def one(h100: float, graph: float | None) -> dict:
+        v = {"h100_model_seconds": h100, "seconds_here": 1.0}
+        return {EXP: v if graph is None else {**v, "h100_model_graph_seconds": graph}}
+
+    B.write_estimates(one(100.0, None), cpu, quiet=True, part="panels=a")
+    B.write_estimates(one(200.0, 150.0), cpu, quiet=True, part="panels=b")
+    got = json.loads(B.ESTIMATES.read_text())[EXP]
+    assert got["paper_h100_seconds"] == 300.0 and "paper_h100_graph_seconds" not in got
+    B.write_estimates(one(100.0, 60.0), cpu, quiet=True, part="panels=a")
+    got = json.loads(B.ESTIMATES.read_text())[EXP]
+    assert got["paper_h100_graph_seconds"] == 210.0
+
+
 @pytest.mark.parametrize("items, message", [
     (["panels"], "--set 'panels': expected KEY=VALUE"),
     (["=a"], "--set '=a': expected KEY=VALUE"),

@@ -99,8 +99,9 @@ def test_host_work_excludes_the_counters_own(monkeypatch, overhead):
     Its host work is the wall outside operations less the counters' overhead for each counted
     operation (:func:`counter_overhead`), priced at the host speed-up."""
     monkeypatch.setattr(P, "_OVERHEAD", [overhead])
-    reading = (1000.0, 0.0, 1e-3, 0.0, 0.0, 1.0, 1.0)  # ops, flop, inside, decomp, bytes, wall
-    m = P.StepMeter(2, lambda: reading, begin=(0.0,) * 7, finish=reading)
+    # ops, flop, inside, decomp, bytes, wall, cpu, kernels
+    reading = (1000.0, 0.0, 1e-3, 0.0, 0.0, 1.0, 1.0, 900.0)
+    m = P.StepMeter(2, lambda: reading, begin=(0.0,) * 8, finish=reading)
     h100, words = P._h100([m, m])
     host = 1.0 - 1e-3 - 1000 * overhead
     assert h100 == pytest.approx(host / P.HOST_SPEEDUP, rel=1e-12)
@@ -165,3 +166,74 @@ def test_eigvalsh_is_counted_without_vectors_as_it_runs():
     assert oc.decomp * P.DECOMP_FLOPS == pytest.approx(4 / 3 * n**3)
     assert oc_v.decomp * P.DECOMP_FLOPS == pytest.approx(9 * n**3)
     assert torch.linalg.eigvalsh.__module__ != P.__name__  # restored on leaving
+
+
+def _meter(cap: int, replayed: bool, per_step: tuple[float, ...]) -> P.StepMeter:
+    """A run of one loop of 1000 steps capped at ``cap``: readings ``per_step`` a step."""
+    end = tuple(cap * x for x in per_step)
+    m = P.StepMeter(cap, lambda: end, begin=(0.0,) * 8, finish=end)
+    m.loops.append(P.Segment(1000, cap, (0.0,) * 8, end, replayed=replayed))
+    return m
+
+
+@pytest.mark.parametrize("replayed", [True, False])
+def test_replayed_loops_launch_only_their_kernels(replayed):
+    """A launch-bound loop of 50 operations a step, 30 of them kernels: eager it costs 50
+    launches a step; replayed from a CUDA graph, 30 (``graphs``); a loop that does not replay
+    is priced eagerly either way. Nothing outside the loop: no other term."""
+    step = (50.0, 1e3, 0.0, 0.0, 1e3, 1e-4, 1e-4, 30.0)
+    runs = [_meter(2, replayed, step), _meter(4, replayed, step)]
+    eager = P._h100(runs)[0]
+    graph, words = P._h100(runs, graphs=True)
+    assert eager == pytest.approx(50 * P.LAUNCH_SECONDS * 1000, rel=1e-12)
+    assert graph == pytest.approx((30 if replayed else 50) * P.LAUNCH_SECONDS * 1000, rel=1e-12)
+    assert ("30 kernels replayed" in words) == replayed
+
+
+def test_a_memory_bound_loop_costs_its_bytes_replayed_or_not():
+    """Replay removes launches, not memory traffic: a loop moving 1 GB a step costs
+    1 GB / H100_BYTES_PER_S a step both ways."""
+    step = (50.0, 1e3, 0.0, 0.0, 1e9, 1e-4, 1e-4, 30.0)
+    runs = [_meter(2, True, step), _meter(4, True, step)]
+    expect = 1e9 / P.H100_BYTES_PER_S * 1000
+    assert P._h100(runs)[0] == pytest.approx(expect, rel=1e-12)
+    assert P._h100(runs, graphs=True)[0] == pytest.approx(expect, rel=1e-12)
+
+
+@pytest.mark.parametrize("capture", [None, False])
+def test_the_grid_and_packed_trainers_declare_their_replayed_loops(capture):
+    """``train_grid`` and the packed trainers replay their steps from a CUDA graph where the
+    device captures, unless told not to (``capture=False``); their loops say so to the meter
+    (``Segment.replayed``), and the projection's graph model follows (its eager model not)."""
+    from lazylab.models.mlp import MLP3
+    from lazylab.train import packed
+    from lazylab.train.ensemble import train_grid
+
+    g = torch.Generator().manual_seed(0)
+    X, Y = torch.randn(100, 6, generator=g), torch.randn(100, 2, generator=g)
+
+    def grid() -> None:
+        net = MLP3(6, 2, 8, generator=torch.Generator().manual_seed(1))
+        train_grid(net, X, Y, lrs=[1e-3, 1e-2], wds=[0.0], epochs=800, capture=capture,
+                   generator=torch.Generator().manual_seed(2))
+
+    def pack() -> None:
+        W0 = [torch.randn(n, 4, generator=torch.Generator().manual_seed(n)) for n in (3, 5)]
+
+        def sampler(n, gen):
+            x = torch.randn(n, 4, generator=gen)
+            return x, x[:, 0] ** 2
+
+        packed.train_packed_quad(W0, [0.01] * 2, sampler=sampler, steps=1000, batch_size=8,
+                                 generator=torch.Generator().manual_seed(1), capture=capture)
+
+    for call in (grid, pack):
+        with P.capped(2) as m:
+            call()
+        assert [s.replayed for s in m.loops] == [capture is None]
+        cost = P._measure_group(call, 2, 20, torch.device("cpu"), fast=True)[0]
+        assert 0 < cost.kernels < cost.ops
+        if capture is None:
+            assert cost.h100_graph < cost.h100
+        else:
+            assert cost.h100_graph == cost.h100

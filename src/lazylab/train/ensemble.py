@@ -478,7 +478,10 @@ def train_grid(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, *, lrs: Seque
     n = X.shape[0]
     Y = Y.to(X.dtype)
     step_grad = _step_grad(model, fixed, theta0, linearize, Y)
-    epochs = loop_steps(epochs)
+    # the epochs after the warm-up replay from a CUDA graph where the device captures
+    # (recorded for cost models; the condition of _train_chunk at its first try)
+    epochs = loop_steps(epochs, replayed=capture is not False and (epochs - cg.WARMUP) * n
+                        >= batch_size * cg.MIN_STEPS // 2)
     # The batch order: one permutation per epoch, drawn up front (shared by all groups).
     perms = [torch.randperm(n, generator=generator, device=generator.device).to(X.device)
              for _ in range(int(epochs))]

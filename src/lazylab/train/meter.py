@@ -67,6 +67,9 @@ class Segment:
     evaluation_cost: list[float] = field(default_factory=list)
     #: the extrapolated readings of the row blocks its evaluations skipped (:func:`sampled_blocks`)
     evaluation_extra: list[float] = field(default_factory=list)
+    #: whether its steps replay from a CUDA graph where the device captures
+    #: (:mod:`lazylab.train.capture`): launched without the host, views free
+    replayed: bool = False
 
 
 def _add(acc: list[float], cost: Sequence[float]) -> list[float]:
@@ -87,12 +90,13 @@ class StepMeter:
     #: nesting depth of :func:`evaluation` blocks now open
     evaluating: int = 0
 
-    def enter(self, requested: int, evaluations: int = 0) -> int:
+    def enter(self, requested: int, evaluations: int = 0, replayed: bool = False) -> int:
         now = self.probe()
         if self.loops:
             self.loops[-1].end = now
         run = min(int(requested), self.cap)
-        self.loops.append(Segment(int(requested), run, now, evaluations=int(evaluations)))
+        self.loops.append(Segment(int(requested), run, now, evaluations=int(evaluations),
+                                  replayed=bool(replayed)))
         return run
 
     def close(self) -> tuple[float, ...]:
@@ -113,12 +117,14 @@ class StepMeter:
 _METER: ContextVar[StepMeter | None] = ContextVar("lazylab_step_meter", default=None)
 
 
-def loop_steps(requested: int, evaluations: int = 0) -> int:
+def loop_steps(requested: int, evaluations: int = 0, replayed: bool = False) -> int:
     """The number of steps a training loop of ``requested`` steps runs: ``requested``, or at
     most the cap inside :func:`capped` (recorded there). ``evaluations``: how many
-    :func:`evaluation` blocks the uncapped loop runs (module docstring)."""
+    :func:`evaluation` blocks the uncapped loop runs (module docstring); ``replayed``: its
+    steps replay from a CUDA graph on a device whose capture probe passes (recorded, so that
+    a cost model can price them as replayed)."""
     meter = _METER.get()
-    return int(requested) if meter is None else meter.enter(requested, evaluations)
+    return int(requested) if meter is None else meter.enter(requested, evaluations, replayed)
 
 
 @contextmanager

@@ -289,7 +289,9 @@ def _train(kind: type[_Pack], first: list[torch.Tensor], second: list[torch.Tens
     state = _State(first, second, c, torch.zeros(G, dtype=torch.bool),
                    torch.tensor([float(v) for v in lrs], dtype=torch.float64), kind, rows)
     pack = state.pack(list(range(G)))
-    run = loop_steps(steps, evaluations=len({int(s) for s in log_steps}))
+    # replayed from a CUDA graph where the device captures (recorded for cost models)
+    run = loop_steps(steps, evaluations=len({int(s) for s in log_steps}),
+                     replayed=capture is not False and steps >= cg.MIN_STEPS)
     logs = sorted({int(s) for s in log_steps if s <= run})
     log = _Log(logs, G, eval_fn)
     device = pack.first.device
