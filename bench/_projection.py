@@ -651,7 +651,8 @@ def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
             done_i.append(i)
             if verbose:
                 print(f"    {exp_id} {first[i].label or first[i].units[0].key_json}: "
-                      f"{c.wall:.1f} s here, H100 model {c.h100:.2f} s ({detail})",
+                      f"{c.wall:.1f} s here, H100 model {c.h100:.2f} s, replayed "
+                      f"{c.h100_graph:.2f} s ({detail})",
                       file=sys.stderr, flush=True)
             loops, exact = loops + n_loops, exact and ok
         if not points or (len({x for x, _ in points}) < 2 and len(points) < len(first)
