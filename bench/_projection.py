@@ -474,7 +474,9 @@ def _measure_group(call, cap: int, tcap: int, device: torch.device,
     if exact:
         h100, detail = _h100(counted, rate)
         h100_fp32 = _h100(counted)[0] if rate != H100_FLOPS else h100
-        h100_graph = _h100(counted, rate, graphs=True)[0]
+        h100_graph, replayed = _h100(counted, rate, graphs=True)
+        if h100_graph != h100:  # the replayed loops' pieces too (their kernels a step)
+            detail += "; " + "; ".join(w for w in replayed.split("; ") if "replayed" in w)
     else:  # replayed loops priced like the rest
         h100, h100_fp32 = (h100_seconds(ops, flop, ccpu - inside - ops * counter_overhead(),
                                         decomp, r, nbytes) for r in (rate, H100_FLOPS))
