@@ -2,10 +2,11 @@
 # The first checks to run on a lent GPU, as one call of at most 9 minutes (a drawn task has
 # 15 minutes of device time, the machine's start included). What it measures is what the
 # one-H100 model of bench_paper_scale.py assumes and no CPU can check
-# (docs/paper-scale.md, section 17):
+# (docs/paper-scale.md, sections 17 and 18):
 #   1. the GEMM rates (float32, TF32) and the capture probes of both kinds of loop;
 #   2. what a launch costs eager and replayed from a CUDA graph (bench_replay.py), at the
-#      launch-bound widths of the Allen-Zhu grids;
+#      launch-bound widths of the Allen-Zhu grids (allenzhu-performance comes within 10
+#      minutes on the model if a replayed kernel costs at most 2.5 us; section 18);
 #   3. nichani-spectrum at paper scale twice in one process (the second run without the
 #      libraries' start-up), the sub-second row the model misses by 4x;
 #   4. one panel of allenzhu-performance projected on the device itself.
