@@ -25,8 +25,9 @@ a piece being bound by its kernel launches, its GPU arithmetic or its host work,
 slowest (a GPU runs asynchronously beside the host). Beside it, ``h100_graph``: the same with
 each training loop that replays from a CUDA graph where the device captures
 (``loop_steps(replayed=True)``: the grid and packed trainers) launching only its kernels
-(views launch nothing in a graph, and the host is out of the loop), each still priced at
-LAUNCH_SECONDS; an assumption until a device measures replay (``bench/bench_replay.py``).
+(views launch nothing in a graph, and the host is out of the loop), each priced at
+REPLAY_SECONDS (by default an eager launch's LAUNCH_SECONDS; an assumption until a device
+measures replay, ``bench/bench_replay.py``).
 
 ``host`` is the CPU time here outside torch operations (Python, numpy, SciPy): the process's CPU
 seconds minus those inside aten operations and their counting (:class:`Span`), minus the
@@ -81,6 +82,10 @@ H100_MEMORY_BYTES = 80 * 2**30
 #: Seconds per launched operation of eager PyTorch on the H100: a 39-operation Ghorbani SGD
 #: step took 100-300 us there, 2.5-7.7 us an operation; the middle of that range.
 LAUNCH_SECONDS = 5e-6
+#: Seconds per kernel of a training step replayed from a CUDA graph (``h100_graph``): not
+#: measured on any device yet, so an eager launch's price, an upper bound (nothing is
+#: dispatched from the host in a replay); ``bench_paper_scale.py --replay-us`` sets it.
+REPLAY_SECONDS = LAUNCH_SECONDS
 #: The GPU machine's host (16 cores) against one thread here, for numpy and LAPACK work: an
 #: assumption, checked only through the measured rows (bench_paper_scale.py prints them).
 HOST_SPEEDUP = 4.0
@@ -358,10 +363,13 @@ class Cost:
 
 
 def h100_seconds(ops: float, flop: float, host: float = 0.0, decomp: float = 0.0,
-                 rate: float = H100_FLOPS, nbytes: float = 0.0) -> float:
-    """One piece on the H100 model (module docstring), its products at ``rate`` flop/s."""
+                 rate: float = H100_FLOPS, nbytes: float = 0.0, launch: float | None = None
+                 ) -> float:
+    """One piece on the H100 model (module docstring), its products at ``rate`` flop/s and
+    its ``ops`` launched at ``launch`` seconds each (default LAUNCH_SECONDS)."""
     device = max(flop / rate, max(nbytes, 0.0) / H100_BYTES_PER_S)
-    return max(ops * LAUNCH_SECONDS, device + max(decomp, 0.0),
+    launch = LAUNCH_SECONDS if launch is None else launch
+    return max(ops * launch, device + max(decomp, 0.0),
                max(host, 0.0) / HOST_SPEEDUP)
 
 
@@ -543,10 +551,9 @@ def _h100(counted: list[StepMeter], rate: float = H100_FLOPS, graphs: bool = Fal
     Host work is the CPU time outside the counters' span (:class:`Span`) of the counted runs
     themselves (a time of other runs would carry their differences in load, and CPU time
     is not lengthened by other jobs). With ``graphs``, a loop whose steps replay from a CUDA
-    graph (``Segment.replayed``) launches only its kernels (:func:`launches_kernel`), each at
-    most what an eager launch costs:
+    graph (``Segment.replayed``) launches only its kernels (:func:`launches_kernel`):
 
-        max(kernels x LAUNCH_SECONDS, max(flop / rate, bytes / H100_BYTES_PER_S))
+        max(kernels x REPLAY_SECONDS, max(flop / rate, bytes / H100_BYTES_PER_S))
 
     a step; its evaluations and everything outside the loop stay eager."""
     ops, flop, inside, decomp, nbytes, _, tc, _ = counted[0].total()
@@ -554,7 +561,8 @@ def _h100(counted: list[StepMeter], rate: float = H100_FLOPS, graphs: bool = Fal
     for i, seg in enumerate(counted[0].loops):
         o, f, ins, dec, b, _, c, kern = per_step(counted[0], counted[1], i)
         replayed = graphs and seg.replayed
-        loop = h100_seconds(kern if replayed else o, f, 0.0, dec, rate, b) * seg.requested
+        loop = h100_seconds(kern if replayed else o, f, 0.0, dec, rate, b,
+                            REPLAY_SECONDS if replayed else None) * seg.requested
         launched = f" ({kern:.0f} kernels replayed)" if replayed else ""
         words.append(f"loop {i}: {o:.0f} ops{launched}, {f / 1e9:.3g} GFLOP, "
                      f"{b / 1e9:.3g} GB a step x {seg.requested} = {loop:.2f} s")

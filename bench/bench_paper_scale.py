@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+import _projection
 from _parts import check_overrides, check_part, covers, parse_overrides
 from _projection import (
     H100_FLOPS,
@@ -392,9 +393,17 @@ def main() -> None:
                          "narrowed), which its estimate adds up once the parts cover it")
     ap.add_argument("--write-estimates", action="store_true",
                     help="store the projections as the registry's paper-scale estimates")
+    ap.add_argument("--replay-us", type=float, default=None, metavar="US",
+                    help="microseconds a kernel of a step replayed from a CUDA graph costs on "
+                         "the H100 (the graphs column; default: an eager launch, "
+                         f"{LAUNCH_SECONDS * 1e6:g}, until a device measures it)")
     a = ap.parse_args()
     if a.eval_blocks is not None and a.eval_blocks < 1:
         ap.error(f"--eval-blocks must be a positive integer; got {a.eval_blocks}")
+    if a.replay_us is not None:
+        if not 0 <= a.replay_us <= 1e3:
+            ap.error(f"--replay-us must be between 0 and 1000 microseconds; got {a.replay_us:g}")
+        _projection.REPLAY_SECONDS = a.replay_us * 1e-6
     known = {e.id for e in all_experiments()}
     unknown = [x for x in a.only or [] if x not in known]
     if unknown:
@@ -416,7 +425,8 @@ def main() -> None:
     print(f"device {device}, threads {a.threads}, float32 GEMM {peak / 1e9:.1f} GFLOP/s, "
           f"freed memory {'kept' if kept else 'returned'} by the C allocator")
     out: dict[str, Any] = {"device": str(device), "gemm_flops": peak, "allocator_kept": kept,
-                           "block_bytes": memory_budget(device)}
+                           "block_bytes": memory_budget(device),
+                           "replay_seconds": _projection.REPLAY_SECONDS}
     if device.type == "cuda":  # the rate the model assumes for TF32 experiments, measured
         torch.backends.cuda.matmul.allow_tf32 = True
         out["gemm_flops_tf32"] = gemm_flops_per_second(device, 8192)

@@ -177,16 +177,22 @@ def _meter(cap: int, replayed: bool, per_step: tuple[float, ...]) -> P.StepMeter
 
 
 @pytest.mark.parametrize("replayed", [True, False])
-def test_replayed_loops_launch_only_their_kernels(replayed):
+@pytest.mark.parametrize("replay_seconds", [None, 2e-6])
+def test_replayed_loops_launch_only_their_kernels(monkeypatch, replayed, replay_seconds):
     """A launch-bound loop of 50 operations a step, 30 of them kernels: eager it costs 50
-    launches a step; replayed from a CUDA graph, 30 (``graphs``); a loop that does not replay
-    is priced eagerly either way. Nothing outside the loop: no other term."""
+    launches a step; replayed from a CUDA graph, 30 at REPLAY_SECONDS (``graphs``; by default
+    an eager launch's price, or what ``--replay-us`` sets); a loop that does not replay is
+    priced eagerly either way. Nothing outside the loop: no other term."""
+    if replay_seconds is not None:
+        monkeypatch.setattr(P, "REPLAY_SECONDS", replay_seconds)
     step = (50.0, 1e3, 0.0, 0.0, 1e3, 1e-4, 1e-4, 30.0)
     runs = [_meter(2, replayed, step), _meter(4, replayed, step)]
     eager = P._h100(runs)[0]
     graph, words = P._h100(runs, graphs=True)
+    replay = replay_seconds or P.LAUNCH_SECONDS
     assert eager == pytest.approx(50 * P.LAUNCH_SECONDS * 1000, rel=1e-12)
-    assert graph == pytest.approx((30 if replayed else 50) * P.LAUNCH_SECONDS * 1000, rel=1e-12)
+    expect = 30 * replay if replayed else 50 * P.LAUNCH_SECONDS
+    assert graph == pytest.approx(expect * 1000, rel=1e-12)
     assert ("30 kernels replayed" in words) == replayed
 
 
