@@ -324,8 +324,8 @@ def _train_chunk(step_grad, theta0: dict[str, torch.Tensor],
     replay: _Replay | None = None
     for e in range(sched.epochs):
         lr = chunk.lr0 / sched.decay_factor if e >= sched.decay_epoch else chunk.lr0
-        if graphs and replay is None and e >= cg.WARMUP and \
-                (sched.epochs - e) * len(perms[e]) >= sched.batch_size * cg.MIN_STEPS // 2:
+        if graphs and replay is None and \
+                _capture_at(e, sched.epochs, len(perms[e]), sched.batch_size):
             try:
                 replay = _Replay(step_grad, chunk, X, Y, perms[e], lr, sched)
             except Exception:  # noqa: BLE001 - an epoch that cannot be captured runs eagerly
@@ -340,6 +340,13 @@ def _train_chunk(step_grad, theta0: dict[str, torch.Tensor],
             if not len(chunk.live):
                 break
     return chunk.result(len(cfg)), ep_loss
+
+
+def _capture_at(e: int, epochs: int, n: int, batch_size: int) -> bool:
+    """Whether epoch e of ``epochs`` (of n examples) may be captured: after the warm-up
+    epochs, with enough steps left to pay for the capture
+    (:data:`~lazylab.train.capture.MIN_STEPS`)."""
+    return e >= cg.WARMUP and (epochs - e) * n >= batch_size * cg.MIN_STEPS // 2
 
 
 def _check_protocol(lrs: Sequence[float], wds: Sequence[float], epochs: int,
@@ -479,9 +486,9 @@ def train_grid(model: nn.Module, X: torch.Tensor, Y: torch.Tensor, *, lrs: Seque
     Y = Y.to(X.dtype)
     step_grad = _step_grad(model, fixed, theta0, linearize, Y)
     # the epochs after the warm-up replay from a CUDA graph where the device captures
-    # (recorded for cost models; the condition of _train_chunk at its first try)
-    epochs = loop_steps(epochs, replayed=capture is not False and (epochs - cg.WARMUP) * n
-                        >= batch_size * cg.MIN_STEPS // 2)
+    # (recorded for cost models)
+    epochs = loop_steps(epochs, replayed=capture is not False
+                        and _capture_at(cg.WARMUP, epochs, n, batch_size))
     # The batch order: one permutation per epoch, drawn up front (shared by all groups).
     perms = [torch.randperm(n, generator=generator, device=generator.device).to(X.device)
              for _ in range(int(epochs))]
