@@ -27,9 +27,8 @@ import time
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
-from _projection import LAUNCH_SECONDS, launches_kernel, sync
+from _projection import LAUNCH_SECONDS, OpCounter, sync
 from _results import record
 from lazylab.experiments import get_experiment
 from lazylab.experiments.allenzhu.common import make_learner
@@ -38,18 +37,13 @@ from lazylab.train import capture as cg
 from lazylab.train.ensemble import train_grid
 
 
-class Kernels(TorchDispatchMode):
-    """Counts dispatched aten operations and those of them that launch a kernel (not views)."""
+class Kernels(OpCounter):
+    """The projection's operation counter, read as dispatched aten operations (``ops``) and
+    those of them that launch a kernel (``kernels``: not views)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops = 0
-        self.kernels = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops += 1
-        self.kernels += launches_kernel(func)
-        return func(*args, **(kwargs or {}))
+    @property
+    def ops(self) -> int:
+        return self.n
 
 
 def grid_runner(device: torch.device, arch: str, m: int, mode: str):
