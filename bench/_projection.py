@@ -198,6 +198,12 @@ def launches_kernel(func) -> bool:
     return not func.is_view and func.overloadpacket.__name__ not in METADATA_ONLY
 
 
+def written(func, args) -> list:
+    """The arguments ``func``'s schema marks as written (``Tensor(a!)``)."""
+    return [a for a, spec in zip(args, func._schema.arguments, strict=False)
+            if spec.alias_info is not None and spec.alias_info.is_write]
+
+
 class OpCounter(TorchDispatchMode):
     """Counts aten operations dispatched (views and metadata queries included), those that
     launch a kernel (``kernels``, :func:`launches_kernel`), the bytes those read and write
@@ -229,6 +235,8 @@ class OpCounter(TorchDispatchMode):
             # an out= tensor is written once (not also read)
             kw = kwargs or {}
             self.bytes += _bytes((args, kw) if "out" in kw else (args, kw, out))
+            if out is None:  # an operator that returns nothing writes its mutable arguments
+                self.bytes += _bytes(written(func, args))
         return out
 
 

@@ -3,7 +3,9 @@
 # 15 minutes of device time, the machine's start included). What it measures is what the
 # one-H100 model of bench_paper_scale.py assumes and no CPU can check
 # (docs/paper-scale.md, sections 17 and 18):
-#   1. the GEMM rates (float32, TF32) and the capture probes of both kinds of loop;
+#   1. the GEMM rates (float32, TF32) and the capture probes of both kinds of loop; the fused
+#      momentum update against its two operations (bench_fused_update.py: the model prices it
+#      as one kernel of four passes, section 19);
 #   2. what a launch costs eager and replayed from a CUDA graph (bench_replay.py), at the
 #      launch-bound widths of the Allen-Zhu grids (allenzhu-performance comes within 10
 #      minutes on the model if a replayed kernel costs at most 2.5 us; section 18);
@@ -48,6 +50,8 @@ if d.type == 'cuda':
     print('TF32 GEMM', gemm_flops_per_second(d, 8192) / 1e12, 'TFLOP/s')
     torch.backends.cuda.matmul.allow_tf32 = False
 print({k: cg.capture_works(str(d), k) for k in cg.PROBES})"
+if [ "$QUICK" = 1 ]; then sizes=(--G 20 --T 1000 100000); else sizes=(); fi
+step 60 fused $PY bench/bench_fused_update.py --device "$DEVICE" "${sizes[@]}"
 for m in $widths; do
     for mode in all NTK; do
         step 90 "replay-m$m-$mode" $PY bench/bench_replay.py --device "$DEVICE" --m "$m" \

@@ -47,6 +47,7 @@ from torch.func import functional_call, grad_and_value, jvp, vmap
 
 from lazylab.models.stacked import Into, deposit
 from lazylab.train import capture as cg
+from lazylab.train.fused_update import momentum_update_
 from lazylab.train.meter import loop_steps
 
 __all__ = ["GridRun", "decade_grid", "train_grid", "best_index"]
@@ -244,10 +245,10 @@ class _Chunk:
 
     def update(self, lr: torch.Tensor) -> None:
         """The rest of one momentum-SGD step of every live configuration, once the gradients
-        are in the buffer (b = mu b + g): b <- b + wd theta, theta <- theta - lr b (six passes
-        over the (G, T) parameters, reads and writes)."""
-        self.buf.addcmul_(self.flat.data, self.wd)
-        self.flat.data.addcmul_(self.buf, lr, value=-1.0)
+        are in the buffer (b = mu b + g): b <- b + wd theta, theta <- theta - lr b, one
+        operator (:mod:`lazylab.train.fused_update`: four passes over the (G, T) parameters
+        where a GPU fuses it, six otherwise)."""
+        momentum_update_(self.flat.data, self.buf, self.wd, lr)
         self.first = False
 
     def keep(self, ok: torch.Tensor) -> None:
