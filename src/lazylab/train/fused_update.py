@@ -40,6 +40,8 @@ __all__ = ["ENV", "fused_works", "momentum_update_", "triton_launcher"]
 ENV = "LAZYLAB_FUSED"
 #: Elements per Triton program.
 BLOCK = 1024
+#: Rows (configurations) the kernel takes: a CUDA grid's second dimension.
+MAX_ROWS = 65_535
 
 _LIB = torch.library.Library("lazylab", "DEF")
 _LIB.define("momentum_update_(Tensor(a!) theta, Tensor(b!) buf, Tensor wd, Tensor lr) -> ()")
@@ -73,7 +75,7 @@ def momentum_update_(theta: torch.Tensor, buf: torch.Tensor, wd: torch.Tensor,
 
 def _cuda(theta: torch.Tensor, buf: torch.Tensor, wd: torch.Tensor, lr: torch.Tensor) -> None:
     if (theta.is_contiguous() and buf.is_contiguous() and theta.dtype == buf.dtype
-            and fused_works(str(theta.device), theta.dtype)):
+            and theta.shape[0] <= MAX_ROWS and fused_works(str(theta.device), theta.dtype)):
         triton_launcher()(theta, buf, wd, lr)
     else:
         _two_ops(theta, buf, wd, lr)
@@ -86,15 +88,16 @@ _LIB.impl("momentum_update_", _cuda, "CUDA")
 @cache
 def triton_launcher() -> Callable[..., None]:
     """``launch(theta, buf, wd, lr)``: the fused kernel over contiguous (G, T) ``theta`` and
-    ``buf``, one program per row and block of ``BLOCK`` columns. Raises ImportError without
+    ``buf``, one program per block of ``BLOCK`` columns and row (a CUDA grid's second axis
+    holds at most :data:`MAX_ROWS` rows). Raises ImportError without
     Triton. Under ``TRITON_INTERPRET=1`` it runs on CPU tensors (how the tests check it)."""
     import triton
     import triton.language as tl
 
     @triton.jit  # type: ignore[untyped-decorator]
     def kernel(theta, buf, wd, lr, T, BLOCK: tl.constexpr):
-        row = tl.program_id(0)
-        cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        row = tl.program_id(1)
+        cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = cols < T
         at = row.to(tl.int64) * T + cols  # int64: G x T may pass 2^31
         w = tl.load(wd + row)
@@ -107,7 +110,7 @@ def triton_launcher() -> Callable[..., None]:
     def launch(theta: torch.Tensor, buf: torch.Tensor, wd: torch.Tensor,
                lr: torch.Tensor) -> None:
         G, T = theta.shape
-        kernel[(G, triton.cdiv(T, BLOCK))](theta, buf, wd.to(theta.dtype).contiguous(),
+        kernel[(triton.cdiv(T, BLOCK), G)](theta, buf, wd.to(theta.dtype).contiguous(),
                                            lr.to(theta.dtype).contiguous(), T, BLOCK=BLOCK)
 
     return launch
