@@ -133,3 +133,24 @@ def test_bench_refuses_bad_sizes_with_one_line():
     assert res.returncode == 2
     assert "--G, --T and --reps must be at least 1" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_cuda_kernel_takes_the_fused_path_only_where_it_can(monkeypatch):
+    """The CUDA implementation's conditions, checked with CPU tensors: the probe passed, both
+    tensors contiguous and of one dtype, at most MAX_ROWS rows; otherwise the two operations
+    (and the same numbers)."""
+    calls: list[str] = []
+    monkeypatch.setattr(fu, "fused_works", lambda device, dtype=torch.float32: True)
+    monkeypatch.setattr(fu, "triton_launcher",
+                        lambda: lambda *a: (calls.append("fused"), fu._two_ops(*a)))
+    theta, buf, wd, lr = _inputs(4, 64, torch.float32)
+    fu._cuda(theta, buf, wd, lr)
+    fu._cuda(theta.t().contiguous().t(), buf, wd, lr)  # a transposed layout: not contiguous
+    fu._cuda(theta, buf.double(), wd, lr)
+    assert calls == ["fused"]
+    monkeypatch.setattr(fu, "MAX_ROWS", 3)
+    fu._cuda(theta, buf, wd, lr)
+    monkeypatch.setattr(fu, "fused_works", lambda device, dtype=torch.float32: False)
+    monkeypatch.setattr(fu, "MAX_ROWS", 65_535)
+    fu._cuda(theta, buf, wd, lr)
+    assert calls == ["fused"]
