@@ -11,10 +11,10 @@ step's gradient already in the buffer, ``b = mu b + g``), what remains of one st
     \\theta \\leftarrow \\theta - \\mathrm{lr}\\, b .
 
 As two in-place operations that is six passes over (G, T) floats: each reads two tensors and
-writes one. A kernel that reads ``theta`` and ``b`` once and writes both makes four. On a CUDA
-device with Triton that kernel runs; on a CPU, without Triton, with ``LAZYLAB_FUSED=0``, or
-where the device's probe failed (:func:`fused_works`: it must agree with the two operations and
-not be slower), the two operations run. Either way the call is one operator,
+writes one. A kernel that reads ``theta`` and ``b`` once and writes both makes four. On a
+CUDA device with Triton that kernel runs; on a CPU, without Triton, with
+``LAZYLAB_FUSED_UPDATE=0``, or where the device's probe failed (:func:`fused_works`: it must
+agree with the two operations and not be slower), the two operations run. Either way the call is one operator,
 ``torch.ops.lazylab.momentum_update_``, so an operation counter sees what a GPU launches: one
 kernel that reads and writes ``theta`` and ``b``.
 
@@ -37,7 +37,7 @@ import torch
 __all__ = ["ENV", "fused_works", "momentum_update_", "triton_launcher"]
 
 #: Environment switch: "0" keeps the two operations on every device.
-ENV = "LAZYLAB_FUSED"
+ENV = "LAZYLAB_FUSED_UPDATE"
 #: Elements per Triton program.
 BLOCK = 1024
 #: Rows (configurations) the kernel takes: a CUDA grid's second dimension.
@@ -140,8 +140,8 @@ def _seconds(fn: Callable[..., None], args: list[torch.Tensor], reps: int = 5) -
 def fused_works(device: str, dtype: torch.dtype = torch.float32) -> bool:
     """The once-per-device probe: on (5, 3001) random inputs the fused kernel matches the two
     operations to 4 units in the last place of the result's scale, and on (16, 2^19) it is not
-    slower than them. False on a CPU, without Triton, with ``LAZYLAB_FUSED=0``, or on any
-    failure."""
+    slower than them. False on a CPU, without Triton, with ``LAZYLAB_FUSED_UPDATE=0``, or on
+    any failure."""
     dev = torch.device(device)
     if os.environ.get(ENV, "1").strip() == "0" or dev.type != "cuda":
         return False
