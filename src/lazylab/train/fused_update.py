@@ -11,10 +11,10 @@ step's gradient already in the buffer, ``b = mu b + g``), what remains of one st
     \\theta \\leftarrow \\theta - \\mathrm{lr}\\, b .
 
 As two in-place operations that is six passes over (G, T) floats: each reads two tensors and
-writes one. A kernel that reads ``theta`` and ``b`` once and writes both makes four. On a
-CUDA device with Triton that kernel runs; on a CPU, without Triton, with
-``LAZYLAB_FUSED_UPDATE=0``, or where the device's probe failed (:func:`fused_works`: it must
-agree with the two operations and not be slower), the two operations run. Either way the call is one operator,
+writes one. A kernel that reads ``theta`` and ``b`` once and writes both makes four. On a CUDA
+device with Triton that kernel runs; on a CPU, without Triton, with ``LAZYLAB_FUSED_UPDATE=0``,
+or where the device's probe failed (:func:`fused_works`: it must agree with the two operations
+and not be slower), the two operations run. Either way the call is one operator,
 ``torch.ops.lazylab.momentum_update_``, so an operation counter sees what a GPU launches: one
 kernel that reads and writes ``theta`` and ``b``.
 
