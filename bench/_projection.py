@@ -38,13 +38,13 @@ a GPU's caching allocator never pays, is not host work. ``bytes`` are the bytes 
 read and write (a view moves none; an input counts at most its storage, so a broadcast operand
 counts once; an operator that returns nothing, such as ``lazylab::momentum_update_``, writes the
 arguments its schema marks mutable): the arithmetic and the memory traffic form a roofline.
-``decompositions`` prices the factorizations and solves of :data:`DECOMPOSITIONS` (eigh, SVD, Cholesky, LU, least
-squares), which the flop counter does not count: each costs the smaller of its time here at the
-host's assumed speed-up and its textbook flop (:func:`decomposition_flop`, e.g. 9 n^3 for eigh
-with vectors) at :data:`DECOMP_FLOPS`, assumptions the measured rows check (a small one is
-latency- and host-bound, a large one runs at a fraction of GEMM speed on the device). Flop are
-counted by ``torch.utils.flop_counter`` with the in-place and vector products it lacks added
-(:data:`EXTRA_FLOPS`: ``addmm_``, ``addbmm``, ``addmv``, ``mv``, ``dot``).
+``decompositions`` prices the factorizations and solves of :data:`DECOMPOSITIONS` (eigh, SVD,
+Cholesky, LU, least squares), which the flop counter does not count: each costs the smaller of
+its time here at the host's assumed speed-up and its textbook flop (:func:`decomposition_flop`,
+e.g. 9 n^3 for eigh with vectors) at :data:`DECOMP_FLOPS`, assumptions the measured rows check
+(a small one is latency- and host-bound, a large one runs at a fraction of GEMM speed on the
+device). Flop are counted by ``torch.utils.flop_counter`` with the in-place and vector products
+it lacks added (:data:`EXTRA_FLOPS`: ``addmm_``, ``addbmm``, ``addmv``, ``mv``, ``dot``).
 """
 
 from __future__ import annotations
