@@ -2,13 +2,13 @@
 # The first checks to run on a lent GPU, as one call of at most 9 minutes (a drawn task has
 # 15 minutes of device time, the machine's start included). What it measures is what the
 # one-H100 model of bench_paper_scale.py assumes and no CPU can check
-# (docs/paper-scale.md, sections 17 and 18):
+# (docs/paper-scale.md, sections 17 to 19):
 #   1. the GEMM rates (float32, TF32) and the capture probes of both kinds of loop; the fused
 #      momentum update against its two operations (bench_fused_update.py: the model prices it
 #      as one kernel of four passes, section 19);
 #   2. what a launch costs eager and replayed from a CUDA graph (bench_replay.py), at the
-#      launch-bound widths of the Allen-Zhu grids (allenzhu-performance comes within 10
-#      minutes on the model if a replayed kernel costs at most 2.5 us; section 18);
+#      launch-bound widths of the Allen-Zhu grids (allenzhu-performance stays within 10
+#      minutes in the graph model while a replayed kernel costs at most 5.8 us; section 19);
 #   3. nichani-spectrum at paper scale twice in one process (the second run without the
 #      libraries' start-up), the sub-second row the model misses by 4x;
 #   4. one panel of allenzhu-performance projected on the device itself, its graphs column

@@ -59,9 +59,12 @@ def test_operator_is_torch_sgd_after_the_deposit():
     (((3, 4), (3, 5), (3, 1), (3, 1)), "theta and buf"),
     (((3, 4), (3, 4), (3,), (3, 1)), "wd and lr"),
     (((3, 4), (3, 4), (3, 1), (2, 1)), "wd and lr"),
+    (((3, 4), (3, 4), (3, 1), (3, 1), "meta"), "one device"),
 ])
 def test_bad_shapes_name_the_argument(shapes, word):
-    args = [torch.zeros(s) for s in shapes]
+    args = [torch.zeros(s) for s in shapes[:4]]
+    if len(shapes) > 4:  # the last column on another device
+        args[3] = torch.zeros(shapes[3], device=shapes[4])
     with pytest.raises(ValueError, match=word):
         fu.momentum_update_(*args)
 

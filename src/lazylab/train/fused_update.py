@@ -61,6 +61,10 @@ def _check(theta: torch.Tensor, buf: torch.Tensor, wd: torch.Tensor, lr: torch.T
     if wd.shape != (G, 1) or lr.shape != (G, 1):
         raise ValueError(f"wd and lr must be ({G}, 1) columns; got {tuple(wd.shape)} and "
                          f"{tuple(lr.shape)}")
+    devices = {t.device for t in (theta, buf, wd, lr)}
+    if len(devices) > 1:
+        raise ValueError("theta, buf, wd and lr must be on one device; got "
+                         f"{sorted(map(str, devices))}")
 
 
 def momentum_update_(theta: torch.Tensor, buf: torch.Tensor, wd: torch.Tensor,
