@@ -60,6 +60,7 @@ def test_operator_is_torch_sgd_after_the_deposit():
     (((3, 4), (3, 4), (3,), (3, 1)), "wd and lr"),
     (((3, 4), (3, 4), (3, 1), (2, 1)), "wd and lr"),
     (((3, 4), (3, 4), (3, 1), (3, 1), "meta"), "one device"),
+    (((4,), (4,), (1,), (1,)), "theta and buf"),
 ])
 def test_bad_shapes_name_the_argument(shapes, word):
     args = [torch.zeros(s) for s in shapes[:4]]
@@ -157,3 +158,12 @@ def test_cuda_kernel_takes_the_fused_path_only_where_it_can(monkeypatch):
     monkeypatch.setattr(fu, "MAX_ROWS", 65_535)
     fu._cuda(theta, buf, wd, lr)
     assert calls == ["fused"]
+
+
+def test_other_backends_run_the_two_operations():
+    """Meta tensors (shapes only) go through the same default as the CPU: no backend is left
+    without an implementation."""
+    theta, buf = torch.empty(3, 5, device="meta"), torch.empty(3, 5, device="meta")
+    fu.momentum_update_(theta, buf, torch.empty(3, 1, device="meta"),
+                        torch.empty(3, 1, device="meta"))
+    assert theta.shape == (3, 5) and buf.device.type == "meta"

@@ -54,10 +54,10 @@ def _two_ops(theta: torch.Tensor, buf: torch.Tensor, wd: torch.Tensor,
 
 
 def _check(theta: torch.Tensor, buf: torch.Tensor, wd: torch.Tensor, lr: torch.Tensor) -> None:
-    G = theta.shape[0]
     if theta.dim() != 2 or buf.shape != theta.shape:
         raise ValueError(f"theta and buf must be (G, T) of one shape; got {tuple(theta.shape)} "
                          f"and {tuple(buf.shape)}")
+    G = theta.shape[0]
     if wd.shape != (G, 1) or lr.shape != (G, 1):
         raise ValueError(f"wd and lr must be ({G}, 1) columns; got {tuple(wd.shape)} and "
                          f"{tuple(lr.shape)}")
@@ -85,7 +85,9 @@ def _cuda(theta: torch.Tensor, buf: torch.Tensor, wd: torch.Tensor, lr: torch.Te
         _two_ops(theta, buf, wd, lr)
 
 
-_LIB.impl("momentum_update_", _two_ops, "CPU")
+# the two operations on every backend (CPU, Meta, ...) but CUDA's own; registered below the
+# Python dispatch key, so that a dispatch mode sees one operator
+_LIB.impl("momentum_update_", _two_ops, "CompositeExplicitAutograd")
 _LIB.impl("momentum_update_", _cuda, "CUDA")
 
 
@@ -93,8 +95,8 @@ _LIB.impl("momentum_update_", _cuda, "CUDA")
 def triton_launcher() -> Callable[..., None]:
     """``launch(theta, buf, wd, lr)``: the fused kernel over contiguous (G, T) ``theta`` and
     ``buf``, one program per block of ``BLOCK`` columns and row (a CUDA grid's second axis
-    holds at most :data:`MAX_ROWS` rows). Raises ImportError without
-    Triton. Under ``TRITON_INTERPRET=1`` it runs on CPU tensors (how the tests check it)."""
+    holds at most :data:`MAX_ROWS` rows). Raises ImportError without Triton. Under
+    ``TRITON_INTERPRET=1`` it runs on CPU tensors (how the tests check it)."""
     import triton
     import triton.language as tl
 
