@@ -32,13 +32,6 @@ from _results import record
 from lazylab.train import fused_update as fu
 
 
-def inputs(G: int, T: int, device: torch.device) -> list[torch.Tensor]:
-    g = torch.Generator(device=device).manual_seed(0)
-    theta, buf = (torch.randn(G, T, generator=g, device=device) for _ in range(2))
-    return [theta, buf, torch.rand(G, 1, generator=g, device=device) * 1e-3,
-            torch.rand(G, 1, generator=g, device=device) * 1e-3]
-
-
 def best_seconds(fn, args: list[torch.Tensor], reps: int) -> float:
     fn(*args)
     best = float("inf")
@@ -54,6 +47,11 @@ def best_seconds(fn, args: list[torch.Tensor], reps: int) -> float:
 def ulps(a: torch.Tensor, b: torch.Tensor) -> float:
     eps = torch.finfo(a.dtype).eps
     return ((a - b).abs() / (1 + b.abs())).max().item() / eps
+
+
+def inputs(G: int, T: int, device: torch.device) -> list[torch.Tensor]:
+    """The probe's random theta, buf, wd and lr (float32, seed 0)."""
+    return fu._probe_inputs(G, T, device, torch.float32)
 
 
 def row(G: int, T: int, device: torch.device, fused: bool, reps: int) -> dict[str, Any]:
