@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 import _projection
+from _assembly import assembly
 from _parts import check_overrides, check_part, covers, parse_overrides
 from _projection import (
     H100_FLOPS,
@@ -265,8 +266,11 @@ def ratio_table(steps: int, device: torch.device, only: list[str] | None,
     return out
 
 
-def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, Any]:
-    """Part 1: every experiment's projected paper-scale cost (bench/_projection.py)."""
+def projection_table(a: argparse.Namespace, device: torch.device,
+                     assembled: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Part 1: every experiment's projected paper-scale cost (bench/_projection.py); checked
+    against a measured row with the outputs' assembly added (``assembled``: this run's
+    :func:`assembly_table`, else the stored estimate)."""
     ids = a.only or [e.id for e in all_experiments()
                      if type(e).__module__.startswith("lazylab.")]
     print(f"\nprojection at paper scale: training loops capped at {a.cap} and {2 * a.cap} steps, "
@@ -292,7 +296,8 @@ def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, A
             print(f"    ({exp_id}'s measured row ran with --set "
                   f"{' '.join(f'{k}={v}' for k, v in meas[2].items())}: no check here)")
             meas = None
-        ratio = f"{tot.h100_fp32 / meas[0]:>6.2f}" if meas else ""
+        asm = assembly_h100(exp_id, assembled)
+        ratio = f"{(tot.h100_fp32 + asm) / meas[0]:>6.2f}" if meas else ""
         print(f"{exp_id:<22} {pr.groups:>6} {pr.sampled:>4} {pr.loops:>5} {tot.flop / 1e9:>10.0f} "
               f"{tot.ops / 1e6:>8.2f} {_dur(tot.wall):>9} {_dur(tot.h100):>10} "
               f"{_dur(tot.h100_graph):>9} {_dur(meas[0]) if meas else '':>9} {ratio}"
@@ -300,6 +305,9 @@ def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, A
               f"   [{time.perf_counter() - t0:.0f} s]")
         if tot.h100_fp32 != tot.h100:
             print(f"    {exp_id} on the model in float32 (TF32 off): {_dur(tot.h100_fp32)}")
+        if meas:
+            print(f"    {exp_id} against its measured row ({meas[1]}): the model's "
+                  f"{_dur(tot.h100_fp32)} + the outputs' assembly {_dur(asm)}")
         out[exp_id] = {"groups": pr.groups, "sampled": pr.sampled, "seeds": pr.seeds,
                        "loops": pr.loops, "exact": pr.exact, "flop": tot.flop, "ops": tot.ops,
                        "seconds_here": tot.wall, "cpu_seconds_here": tot.cpu,
@@ -312,11 +320,47 @@ def projection_table(a: argparse.Namespace, device: torch.device) -> dict[str, A
             write_estimates({exp_id: out[exp_id]}, device, quiet=True,
                             part=check_part(exp_id, overrides) if overrides else None)
     done = {k: v for k, v in out.items() if "error" not in v}
-    total = sum(v["h100_model_seconds"] for v in done.values())
-    graphs = sum(v["h100_model_graph_seconds"] for v in done.values())
+    asm = {k: assembly_h100(k, assembled) for k in done}
+    total = sum(v["h100_model_seconds"] + asm[k] for k, v in done.items())
+    graphs = sum(v["h100_model_graph_seconds"] + asm[k] for k, v in done.items())
     print(f"H100 model, {len(done)} experiments: {_dur(total)} in all ({_dur(graphs)} with the "
-          "loops that capture replayed from CUDA graphs); "
+          "loops that capture replayed from CUDA graphs), the assembly of outputs "
+          f"{_dur(sum(asm.values()))} of it; "
           f"largest {max(done, key=lambda k: done[k]['h100_model_seconds'], default='-')}")
+    return out
+
+
+def assembly_h100(exp_id: str, assembled: dict[str, Any] | None) -> float:
+    """The H100 model's seconds of an experiment's assembly (bench/_assembly.py): measured in
+    this run, else stored with the estimates, else 0."""
+    if assembled and exp_id in assembled:
+        return float(assembled[exp_id]["h100_model_seconds"])
+    cur = json.loads(ESTIMATES.read_text()) if ESTIMATES.exists() else {}
+    return float(cur.get(exp_id, {}).get("paper_h100_assembly_seconds", 0.0))
+
+
+def assembly_table(a: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    """Part 0: each experiment's assembly of results, claims and figure (bench/_assembly.py),
+    timed on a quick-scale run's rows; with ``--write-estimates`` stored beside the
+    projection, which the registry's estimate adds."""
+    ids = a.only or [e.id for e in all_experiments()
+                     if type(e).__module__.startswith("lazylab.")]
+    print("\nassembly of results.csv, claims and figure, on a quick run's rows "
+          "(least CPU time of 2)")
+    print(f"{'experiment':<22} {'rows':>7} {'CPU-s here':>10} {'H100 model':>10}")
+    out: dict[str, Any] = {}
+    for exp_id in ids:
+        r = assembly(exp_id, device)
+        print(f"{exp_id:<22} {r.rows:>7} {r.cpu:>10.2f} {r.h100:>10.2f}", flush=True)
+        out[exp_id] = {"rows": r.rows, "cpu_seconds_here": r.cpu, "h100_model_seconds": r.h100}
+    if a.write_estimates:
+        with open(ESTIMATES.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            cur = json.loads(ESTIMATES.read_text()) if ESTIMATES.exists() else {}
+            for exp_id, v in out.items():
+                cur.setdefault(exp_id, {})["paper_h100_assembly_seconds"] = round(
+                    v["h100_model_seconds"], 2)
+            ESTIMATES.write_text(json.dumps(dict(sorted(cur.items())), indent=1) + "\n")
     return out
 
 
@@ -371,7 +415,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--only", nargs="*", default=None, help="experiment ids")
     ap.add_argument("--verbose", action="store_true", help="print every measured group")
-    ap.add_argument("--part", choices=("all", "projection", "ratios"), default="all")
+    ap.add_argument("--part", choices=("all", "assembly", "projection", "ratios"),
+                    default="all")
     ap.add_argument("--fast", action="store_true",
                     help="count only (no timed runs): half the measuring time")
     ap.add_argument("--eval-blocks", type=int, default=None, metavar="B",
@@ -433,9 +478,11 @@ def main() -> None:
         torch.backends.cuda.matmul.allow_tf32 = False
         print(f"TF32 GEMM {out['gemm_flops_tf32'] / 1e12:.1f} TFLOP/s (8192^3; the model "
               f"assumes {H100_TF32_FLOPS / 1e12:.0f})")
+    if a.part in ("all", "assembly"):
+        out["assembly"] = assembly_table(a, device)
     if a.part in ("all", "projection"):
         with gpu_paths(), eigvalsh_as_run():  # the operations a GPU run launches
-            out["projection"] = projection_table(a, device)
+            out["projection"] = projection_table(a, device, out.get("assembly"))
     if a.part in ("all", "ratios"):
         out["ratios"] = ratio_table(a.steps, device, a.only, peak)
     record("paper_scale", out, device)
