@@ -95,10 +95,11 @@ HOST_SPEEDUP = 4.0
 DECOMP_FLOPS = 2.0e12
 #: Seconds a loop's extra steps must take for their timing to be trusted over timer jitter.
 MIN_TIMED = 0.2
-#: Counted runs of a group without a training loop, the least host work kept
-#: (:func:`_least_host`), where one run takes under HOST_REPEAT_BELOW seconds here.
+#: Counted runs of a group without a training loop whose host work bounds it on the model,
+#: the least host work kept (:func:`_least_host`), where one run takes under
+#: HOST_REPEAT_BELOW seconds here (three such runs stay well inside a piece's --limit).
 HOST_REPEATS = 3
-HOST_REPEAT_BELOW = 10.0
+HOST_REPEAT_BELOW = 60.0
 
 
 #: aten operations (overload packets) that factorize or solve: no flop formula, and far from
@@ -519,16 +520,25 @@ def host_seconds(m: StepMeter) -> float:
 
 def _least_host(call, cap: int, blocks: int | None, first: StepMeter) -> StepMeter:
     """Of ``first`` and up to :data:`HOST_REPEATS` - 1 more counted runs of a group without a
-    training loop, the one with the least host work. A run's CPU time outside the operations
-    only grows with what it does not own (first touches of fresh memory, caches shared with
-    other jobs), so the least of a few runs is its own cost. Only runs under
-    :data:`HOST_REPEAT_BELOW` seconds are repeated; the counts (operations, flop, bytes) are
-    the same in every run."""
+    training loop, the one with the least host work, while the kept run's host work bounds it
+    on the model (:func:`host_bound`). A run's CPU time outside the operations only grows with
+    what it does not own (first touches of fresh memory, caches shared with other jobs), so the
+    least of a few runs is its own cost. Only runs under :data:`HOST_REPEAT_BELOW` seconds are
+    repeated; the counts (operations, flop, bytes) are the same in every run."""
     best, runs = first, 1
-    while runs < HOST_REPEATS and first.total()[5] < HOST_REPEAT_BELOW:
+    while (runs < HOST_REPEATS and first.total()[5] < HOST_REPEAT_BELOW
+           and host_bound(best)):
         m = _counted(call, cap, blocks)
         best, runs = min((best, m), key=host_seconds), runs + 1
     return best
+
+
+def host_bound(m: StepMeter) -> bool:
+    """Whether a counted run without a loop costs more on the model with its host work than
+    without it (in float32: the slowest arithmetic the model prices)."""
+    ops, flop, _, decomp, nbytes, _, _, _ = m.total()
+    return (h100_seconds(ops, flop, host_seconds(m), decomp, nbytes=nbytes)
+            > h100_seconds(ops, flop, 0.0, decomp, nbytes=nbytes))
 
 
 def _timed(call, cap: int, tcap: int, device: torch.device, blocks: int | None = None

@@ -110,10 +110,11 @@ def test_host_work_excludes_the_counters_own(monkeypatch, overhead):
 
 
 def test_a_group_without_a_loop_keeps_its_least_host_work(monkeypatch):
-    """A group without a training loop is counted up to HOST_REPEATS times when a run is
-    short, and the run with the least host work is kept: the first run here burns 0.3 s of CPU
-    outside any operation (as a first touch of fresh memory does), the later ones do not. A
-    long run is counted once."""
+    """A group without a training loop whose host work bounds it on the model is counted up
+    to HOST_REPEATS times when a run is short, and the run with the least host work is kept:
+    the first run here burns 0.3 s of CPU outside any operation (as a first touch of fresh
+    memory does), the later ones do not. Counting stops once the kept run is not host-bound,
+    and a long run is counted once."""
     monkeypatch.setattr(P, "_OVERHEAD", [0.0])
     runs: list[int] = []
 
@@ -125,13 +126,32 @@ def test_a_group_without_a_loop_keeps_its_least_host_work(monkeypatch):
             while time.process_time() - t < 0.3:
                 pass
 
-    c, loops, exact, _ = P._measure_group(call, 2, 2, torch.device("cpu"), fast=True)
-    assert len(runs) == P.HOST_REPEATS and loops == 0 and exact
-    assert c.h100 < 0.1 / P.HOST_SPEEDUP  # the 0.3 s run was not the one kept
-    runs.clear()
+    def measure() -> P.Cost:
+        runs.clear()
+        c, loops, exact, _ = P._measure_group(call, 2, 2, torch.device("cpu"), fast=True)
+        assert loops == 0 and exact
+        return c
+
+    monkeypatch.setattr(P, "host_bound", lambda m: True)
+    c = measure()
+    assert len(runs) == P.HOST_REPEATS and c.h100 < 0.1 / P.HOST_SPEEDUP  # not the 0.3 s run
+    monkeypatch.setattr(P, "host_bound", lambda m: P.host_seconds(m) > 0.2)
+    c = measure()
+    assert len(runs) == 2 and c.h100 < 0.1 / P.HOST_SPEEDUP
     monkeypatch.setattr(P, "HOST_REPEAT_BELOW", 0.0)
-    c, *_ = P._measure_group(call, 2, 2, torch.device("cpu"), fast=True)
+    c = measure()
     assert len(runs) == 1 and c.h100 >= 0.3 / P.HOST_SPEEDUP
+
+
+@pytest.mark.parametrize("ops, host, bound", [(1000, 0.1, True), (1000, 0.01, False),
+                                              (10, 1e-3, True), (10, 1e-4, False)])
+def test_host_bound_compares_host_work_with_the_launches(monkeypatch, ops, host, bound):
+    """Host-bound on the model: host / HOST_SPEEDUP above ops x LAUNCH_SECONDS (no flop)."""
+    monkeypatch.setattr(P, "_OVERHEAD", [0.0])
+    reading = (float(ops), 0.0, 0.0, 0.0, 0.0, 1.0, host, float(ops))
+    m = P.StepMeter(2, lambda: reading, begin=(0.0,) * 8, finish=reading)
+    assert (host / P.HOST_SPEEDUP > ops * P.LAUNCH_SECONDS) == bound
+    assert P.host_bound(m) == bound
 
 
 def test_gpu_paths_count_the_one_chunk_pack(monkeypatch):
