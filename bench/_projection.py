@@ -720,7 +720,16 @@ def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
         if not points or (len({x for x, _ in points}) < 2 and len(points) < len(first)
                           and not exact):
             raise Timeout(f"over {limit:.0f} s before two sizes of a stratum were measured")
-        total = total + sum((interpolate(points, size(g)) for g in members), Cost())
+        part = sum((interpolate(points, size(g)) for g in members), Cost())
+        if verbose:
+            st = stratum(members[0])
+            words = " ".join(str(x) if not isinstance(x, tuple) else f"{x[0]}={x[1]}"
+                             for x in st)
+            print(f"    {exp_id} stratum {words}: "
+                  f"{len(members)} groups from {len(points)} measured, H100 model "
+                  f"{part.h100:.2f} s, replayed {part.h100_graph:.2f} s",
+                  file=sys.stderr, flush=True)
+        total = total + part
         sampled += len(points)
     return Projection(exp_id, len(groups), sampled, seeds, fixed, total.scaled(1 / len(groups)),
                       loops, exact, strata=len(strata))
