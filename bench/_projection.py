@@ -703,6 +703,10 @@ def project(exp_id: str, *, cap: int, sample: int, device: torch.device,
             except Timeout:
                 exact = False  # the larger groups of this stratum: the fitted power law
                 lo = max(done_i, default=-1)
+                if verbose:
+                    print(f"    {exp_id} {first[i].label or first[i].units[0].key_json}: over "
+                          f"the {limit:.0f} s limit (--limit); its stratum's larger groups "
+                          "follow the fit of the smaller ones", file=sys.stderr, flush=True)
                 if len({x for x, _ in points}) >= 2 or i - lo <= 1:
                     break
                 todo = [(lo + i) // 2 if lo >= 0 else i // 2]  # a smaller size between
