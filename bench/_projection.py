@@ -525,9 +525,8 @@ def _least_host(call, cap: int, blocks: int | None, first: StepMeter) -> StepMet
     what it does not own (first touches of fresh memory, caches shared with other jobs), so the
     least of a few runs is its own cost. Only runs under :data:`HOST_REPEAT_BELOW` seconds are
     repeated; the counts (operations, flop, bytes) are the same in every run."""
-    best, runs = first, 1
-    while (runs < HOST_REPEATS and first.total()[5] < HOST_REPEAT_BELOW
-           and host_bound(best)):
+    best, runs, wall = first, 1, first.total()[5]
+    while runs < HOST_REPEATS and wall < HOST_REPEAT_BELOW and host_bound(best):
         m = _counted(call, cap, blocks)
         best, runs = min((best, m), key=host_seconds), runs + 1
     return best

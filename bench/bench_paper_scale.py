@@ -271,8 +271,7 @@ def projection_table(a: argparse.Namespace, device: torch.device,
     """Part 1: every experiment's projected paper-scale cost (bench/_projection.py); checked
     against a measured row with the outputs' assembly added (``assembled``: this run's
     :func:`assembly_table`, else the stored estimate)."""
-    ids = a.only or [e.id for e in all_experiments()
-                     if type(e).__module__.startswith("lazylab.")]
+    ids = _ids(a)
     print(f"\nprojection at paper scale: training loops capped at {a.cap} and {2 * a.cap} steps, "
           f"up to {a.sample} groups sampled, {a.limit:.0f} s limit a piece")
     print(f"{'experiment':<22} {'groups':>6} {'smpl':>4} {'loops':>5} {'GFLOP':>10} "
@@ -330,12 +329,22 @@ def projection_table(a: argparse.Namespace, device: torch.device,
     return out
 
 
+def _ids(a: argparse.Namespace) -> list[str]:
+    """``--only``, else every built-in experiment."""
+    return a.only or [e.id for e in all_experiments()
+                      if type(e).__module__.startswith("lazylab.")]
+
+
+def _read_estimates() -> dict[str, Any]:
+    return json.loads(ESTIMATES.read_text()) if ESTIMATES.exists() else {}
+
+
 def assembly_h100(exp_id: str, assembled: dict[str, Any] | None) -> float:
     """The H100 model's seconds of an experiment's assembly (bench/_assembly.py): measured in
     this run, else stored with the estimates, else 0."""
     if assembled and exp_id in assembled:
         return float(assembled[exp_id]["h100_model_seconds"])
-    cur = json.loads(ESTIMATES.read_text()) if ESTIMATES.exists() else {}
+    cur = _read_estimates()
     return float(cur.get(exp_id, {}).get("paper_h100_assembly_seconds", 0.0))
 
 
@@ -343,8 +352,7 @@ def assembly_table(a: argparse.Namespace, device: torch.device) -> dict[str, Any
     """Part 0: each experiment's assembly of results, claims and figure (bench/_assembly.py),
     timed on a quick-scale run's rows; with ``--write-estimates`` stored beside the
     projection, which the registry's estimate adds."""
-    ids = a.only or [e.id for e in all_experiments()
-                     if type(e).__module__.startswith("lazylab.")]
+    ids = _ids(a)
     print("\nassembly of results.csv, claims and figure, on a quick run's rows "
           "(least CPU time of 2)")
     print(f"{'experiment':<22} {'rows':>7} {'CPU-s here':>10} {'H100 model':>10}")
@@ -356,7 +364,7 @@ def assembly_table(a: argparse.Namespace, device: torch.device) -> dict[str, Any
     if a.write_estimates:
         with open(ESTIMATES.with_suffix(".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            cur = json.loads(ESTIMATES.read_text()) if ESTIMATES.exists() else {}
+            cur = _read_estimates()
             for exp_id, v in out.items():
                 cur.setdefault(exp_id, {})["paper_h100_assembly_seconds"] = round(
                     v["h100_model_seconds"], 2)
@@ -382,7 +390,7 @@ def write_estimates(out: dict[str, Any], device: torch.device, quiet: bool = Fal
 
 
 def _merge_estimates(out: dict[str, Any], device: torch.device, part: str | None) -> None:
-    cur = json.loads(ESTIMATES.read_text()) if ESTIMATES.exists() else {}
+    cur = _read_estimates()
     for exp_id, v in out.items():
         if "error" in v:
             continue
