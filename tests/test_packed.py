@@ -38,8 +38,10 @@ def one_by_one(W0, lr, *, train_second: bool, stream_seed: int):
 
 @pytest.fixture(params=[None, 9], ids=["one-chunk", "chunks-of-9-units"])
 def chunked(request, monkeypatch):
-    """The pack stepped whole, or in chunks of at most 9 hidden units (widths 2, 5, 9, 5:
-    chunks [2, 5], [9], [5], after the divergence [2, 5], [9]; NT's 3, 6, 4: [3, 6], [4])."""
+    """The pack stepped whole, or in chunks of at most 9 hidden units (widths 2, 5, 9, 5,
+    the 9 trained as D = 6 units (lazylab.train.rowspace) where the second layer is fixed:
+    chunks [2, 5], [6 or 9], [5], after the divergence [2, 5], [6 or 9]; NT's 3, 6, 4:
+    [3, 6], [4])."""
     if request.param is not None:
         monkeypatch.setattr(packed, "CPU_CHUNK_ELEMENTS", request.param * B)
     return request.param

@@ -59,6 +59,7 @@ import torch
 
 from lazylab.train import capture as cg
 from lazylab.train.meter import evaluation, loop_steps
+from lazylab.train.rowspace import RowSpace, reduce_rows
 
 __all__ = ["CPU_CHUNK_ELEMENTS", "PackedQuadResult", "chunk_bounds", "train_packed_nt",
            "train_packed_quad"]
@@ -236,8 +237,8 @@ def train_packed_quad(W0: Sequence[torch.Tensor], lrs: Sequence[float], *, sampl
                       schedule: Callable[[int], float] | None = None,
                       a0: Sequence[torch.Tensor] | None = None, train_second: bool = False,
                       check_every: int = 50, capture: bool | None = None,
-                      log_steps: Sequence[int] = (), eval_fn: EvalFn | None = None
-                      ) -> PackedQuadResult:
+                      log_steps: Sequence[int] = (), eval_fn: EvalFn | None = None,
+                      rowspace: bool = True) -> PackedQuadResult:
     """Train G quadratic networks (NN) from ``W0[j]`` (N_j, d) with step sizes ``lrs[j]`` on
     one stream of ``sampler(batch_size, generator)`` batches (module docstring).
 
@@ -247,36 +248,45 @@ def train_packed_quad(W0: Sequence[torch.Tensor], lrs: Sequence[float], *, sampl
     (:mod:`lazylab.train.capture`; None: where the device's probe passed and the loop is
     long, False: never, True: without consulting the probe). ``log_steps`` and ``eval_fn``:
     what is recorded along the way (module docstring), ``eval_fn(j, (W_j, a_j, c_j))``.
+    ``rowspace``: a fixed second layer's rows of one value of a that outnumber d train as
+    their d-row equivalent (:mod:`lazylab.train.rowspace`: exact, the same losses and the
+    same W = Q R(t) to rounding); ignored with ``train_second``.
     """
     W = [w.detach().clone() for w in W0]
     a = ([x.detach().clone() for x in a0] if a0 is not None
          else [torch.ones(len(w), dtype=w.dtype, device=w.device) for w in W])
     kind = _QuadPackBoth if train_second else _QuadPack
+    space = reduce_rows(W, a, trained_first=True) if rowspace and not train_second else None
     return _train(kind, W, a, lrs, sampler, steps, batch_size, generator, schedule,
-                  check_every, capture, log_steps, eval_fn)
+                  check_every, capture, log_steps, eval_fn, space)
 
 
 def train_packed_nt(W: Sequence[torch.Tensor], lrs: Sequence[float], *, sampler: Sampler,
                     steps: int, batch_size: int, generator: torch.Generator,
                     schedule: Callable[[int], float] | None = None, check_every: int = 50,
                     capture: bool | None = None, log_steps: Sequence[int] = (),
-                    eval_fn: EvalFn | None = None) -> PackedQuadResult:
+                    eval_fn: EvalFn | None = None, rowspace: bool = True
+                    ) -> PackedQuadResult:
     """Train G neural tangent models f_j(x) = 2 sum_i (w_{j,i} . x)(u_{j,i} . x) + c_j, each
     at its own first layer ``W[j]`` (N_j, d) (fixed), from U = 0 and c = 0, with step sizes
     ``lrs[j]``; as :func:`train_packed_quad` otherwise (module docstring). The trained
-    directions come back as ``result.U``; ``eval_fn(j, (W_j, U_j, c_j))``."""
+    directions come back as ``result.U``; ``eval_fn(j, (W_j, U_j, c_j))``. ``rowspace``: a
+    member of more than d units trains as d units (:mod:`lazylab.train.rowspace`: U stays
+    W A(t), exact)."""
     first = [w.detach().clone() for w in W]
     U = [torch.zeros_like(w) for w in first]
+    space = reduce_rows(first, U, trained_first=False) if rowspace else None
     return _train(_NTPack, first, U, lrs, sampler, steps, batch_size, generator, schedule,
-                  check_every, capture, log_steps, eval_fn)
+                  check_every, capture, log_steps, eval_fn, space)
 
 
 def _train(kind: type[_Pack], first: list[torch.Tensor], second: list[torch.Tensor],
            lrs: Sequence[float], sampler: Sampler, steps: int, batch_size: int,
            generator: torch.Generator, schedule: Callable[[int], float] | None,
            check_every: int, capture: bool | None, log_steps: Sequence[int],
-           eval_fn: EvalFn | None) -> PackedQuadResult:
-    """The loop shared by both models: sampling, schedule, capture, checks, logging."""
+           eval_fn: EvalFn | None, space: RowSpace | None = None) -> PackedQuadResult:
+    """The loop shared by both models: sampling, schedule, capture, checks, logging; on the
+    members' reduced parameters where ``space`` is given, expanded back at the end."""
     if len(first) != len(lrs) or not first:
         raise ValueError(f"W0 and lrs must be non-empty and of one length; got {len(first)} "
                          f"and {len(lrs)}")
@@ -286,8 +296,11 @@ def _train(kind: type[_Pack], first: list[torch.Tensor], second: list[torch.Tens
     c = torch.zeros(G, dtype=first[0].dtype, device=first[0].device)
     rows = (None if first[0].device.type == "cuda" or CPU_CHUNK_ELEMENTS is None
             else max(1, CPU_CHUNK_ELEMENTS // batch_size))
+    if space is not None:
+        first, second = space.first, space.second
     state = _State(first, second, c, torch.zeros(G, dtype=torch.bool),
-                   torch.tensor([float(v) for v in lrs], dtype=torch.float64), kind, rows)
+                   torch.tensor([float(v) for v in lrs], dtype=torch.float64), kind, rows,
+                   space)
     pack = state.pack(list(range(G)))
     # replayed from a CUDA graph where the device captures (recorded for cost models)
     run = loop_steps(steps, evaluations=len({int(s) for s in log_steps}),
@@ -351,6 +364,12 @@ class _State:
     lrs: torch.Tensor
     kind: type[_Pack]
     rows: int | None  # hidden units a chunk of the step may hold (None: one chunk)
+    space: RowSpace | None = None  # how the members were reduced (None: full width)
+
+    def full(self, j: int, first: torch.Tensor, second: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Member j's parameters at full width."""
+        return (first, second) if self.space is None else self.space.expand(j, first, second)
 
     def pack(self, ids: list[int]) -> _Pack:
         return self.kind([self.first[j] for j in ids], [self.second[j] for j in ids],
@@ -379,8 +398,10 @@ class _State:
         return self.pack(ids)
 
     def result(self, final: torch.Tensor, log: _Log) -> PackedQuadResult:
-        return PackedQuadResult(self.first, self.second, self.c, final, self.dead.clone(),
-                                log.steps, log.loss, log.eval)
+        full = [self.full(j, f, s) for j, (f, s) in enumerate(zip(self.first, self.second,
+                                                                   strict=True))]
+        return PackedQuadResult([f for f, _ in full], [s for _, s in full], self.c, final,
+                                self.dead.clone(), log.steps, log.loss, log.eval)
 
 
 class _Log:
@@ -403,7 +424,7 @@ class _Log:
         start = 0
         for k, j in enumerate(pack.ids):
             n = len(state.first[j])
-            part = (pack.first[start:start + n], pack.second[start:start + n],
+            part = (*state.full(j, pack.first[start:start + n], pack.second[start:start + n]),
                     float(pack.c[k]))
             start += n
             # Parameters that overflowed: the member diverges at this step's loss check, and

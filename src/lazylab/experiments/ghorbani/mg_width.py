@@ -85,6 +85,7 @@ class MGWidthParams(WidthParams):
 @register
 class MGWidth(WidthExperiment):
     id = "ghorbani-mg-width"
+    nn_trains_second = True
     paper = "ghorbani"
     figure = "Fig. 2 (left)"
     summary = ("mixture of two Gaussians: R/R0 vs N for RF(I), NT(I), NN with the Bayes error "

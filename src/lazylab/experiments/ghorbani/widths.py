@@ -205,6 +205,9 @@ class WidthExperiment(Experiment):
     methods: ClassVar[tuple[str, ...]]
     #: Default NN step size is nn_lr_coef / (sqrt(d) (1 + d/b)) (see :func:`.common.nn_lr`).
     nn_lr_coef: ClassVar[float] = 0.18
+    #: whether NN trains its second layer (mixture); where it is fixed (qf) a width above d
+    #: trains as d units (:mod:`lazylab.train.rowspace`), which the cost model counts.
+    nn_trains_second: ClassVar[bool] = False
 
     def problem(self, p: WidthParams) -> C.Problem:
         raise NotImplementedError
@@ -237,7 +240,8 @@ class WidthExperiment(Experiment):
         N, d, method = int(key["N"]), p.d, key["method"]
 
         def sgd() -> float:
-            return len(p.lr_factors) * p.sgd_steps * (4.3e-4 + 1.15e-8 * N * d)
+            rows = N if self.nn_trains_second or method != "NN" else min(N, d)
+            return len(p.lr_factors) * p.sgd_steps * (4.3e-4 + 1.15e-8 * rows * d)
 
         if method.startswith("RF"):
             return 7.2e-11 * p.rf_samples * N * N
@@ -387,7 +391,9 @@ class WidthExperiment(Experiment):
         sample stream (:func:`lazylab.train.packed.train_packed_quad`), each width initialized
         from its unit's seed, and keep each width's lowest-risk step size (ties: the first
         factor; diverged runs are skipped). Batched and alone, a width's risk agrees to
-        float32 rounding amplified by the SGD steps (tests/test_packed.py: 1e-9 in float64)."""
+        float32 rounding amplified by the SGD steps (tests/test_packed.py: 1e-9 in float64).
+        With the second layer fixed (qf) a width N > d trains as its d-unit equivalent
+        (:mod:`lazylab.train.rowspace`, exact: tests/test_rowspace.py, 1e-10 in float64)."""
         from lazylab.train.packed import train_packed_quad
 
         if any(self.group(p, key) != "NN" for key, _ in members):
