@@ -7,7 +7,7 @@ results.csv, the claims' verdicts and the figure (PNG and SVG). The projection
 work (matplotlib, numpy, the CSV writer), so the model prices it like the projection's host
 term:
 
-    assembly on the H100 = CPU seconds here / HOST_SPEEDUP.
+    assembly on the H100 = CPU seconds here / HOST_SPEEDUP (1 on a CUDA machine).
 
 It is timed on the rows of a quick-scale run of the experiment, made in a temporary directory
 first: a figure costs about the same for few rows as for many (``nichani-spectrum``: 722 quick
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from _projection import HOST_SPEEDUP
+import _projection
 from lazylab.experiments import get_experiment
 from lazylab.runner import ExecutionPolicy, resolve_spec, run_experiment
 from lazylab.runner.assemble import finish_experiment
@@ -41,7 +41,7 @@ class Assembly:
 
     @property
     def h100(self) -> float:
-        return self.cpu / HOST_SPEEDUP
+        return self.cpu / _projection.HOST_SPEEDUP
 
 
 def assembly(exp_id: str, device: torch.device, repeats: int = 2) -> Assembly:

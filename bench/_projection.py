@@ -88,7 +88,17 @@ LAUNCH_SECONDS = 5e-6
 REPLAY_SECONDS = LAUNCH_SECONDS
 #: The GPU machine's host (16 cores) against one thread here, for numpy and LAPACK work: an
 #: assumption, checked only through the measured rows (bench_paper_scale.py prints them).
+#: A projection run on a CUDA device measures that machine's own host: 1 there
+#: (:func:`price_host_for`).
 HOST_SPEEDUP = 4.0
+
+
+def price_host_for(device: torch.device) -> float:
+    """Set and return the host speed-up for a projection on ``device``: host work measured on
+    a CUDA machine is already the GPU host's, so it is priced as measured."""
+    global HOST_SPEEDUP
+    HOST_SPEEDUP = 1.0 if device.type == "cuda" else 4.0
+    return HOST_SPEEDUP
 #: flop/s assumed for a large dense decomposition on the H100 (cuSOLVER, float64): about 4%
 #: of the float64 GEMM rate measured there (56 TFLOP/s), a tridiagonalisation being half
 #: matrix-vector work. Not measured on the lent card; checked through arora-spectrum's row.

@@ -481,6 +481,7 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     kept = a.keep_freed_memory and keep_freed_memory()  # munmap is no GPU's host work
     device = torch.device(a.device)
+    _projection.price_host_for(device)
     if a.h100_blocks:
         set_memory_budget(gpu_block_bytes(H100_MEMORY_BYTES))
     peak = gemm_flops_per_second(device)
