@@ -200,3 +200,35 @@ def test_mixture_rejects_bad_input():
         GaussianMixture(np.triu(np.ones((d, d))) * 0.1)
     with pytest.raises(ValueError, match="Sigma"):
         GaussianMixture(np.eye(d) * 0.1, np.eye(d + 1))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: QuadraticTarget(exponential_B(6, 1)),  # diagonal B
+    lambda: QuadraticTarget(np.eye(6) + 0.1 * np.ones((6, 6))),
+    lambda: GaussianMixture(diag_delta(6, 2))], ids=["qf-diagonal", "qf-dense", "mg"])
+def test_samplers_make_no_tensor_from_the_host_after_the_first_draw(make):
+    """One-pass SGD draws a batch a step: after the first draw, a draw dispatches no tensor
+    made from numpy (on a GPU a host copy a step, which a CUDA graph cannot capture either)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    src = make()
+    gen = torch_generator(0)
+    first = Ops()
+    with first:
+        src.sample(8, gen)
+    again = Ops()
+    with again:
+        X, y = src.sample(8, gen)
+    # lift_fresh: a tensor made from host data (torch.as_tensor of a numpy array)
+    assert "lift_fresh" in first.names  # the counter sees the first draw's copy
+    assert "lift_fresh" not in again.names, again.names
+    assert X.shape == (8, 6) and y.shape == (8,)

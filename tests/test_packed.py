@@ -188,3 +188,37 @@ def test_packed_quad_log_equals_fit_log(chunked):
                                    dtype=torch.float64), rtol=1e-9, atol=1e-12)
         torch.testing.assert_close(res.log_eval[j], torch.tensor(
             [e["s"] for e in hist.evals], dtype=torch.float64), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["NN", "NN-both", "NT"])
+def test_a_packed_step_dispatches_the_same_few_operations_for_any_number_of_members(kind):
+    """One chunk: a step's operations do not grow with the members (2 or 7), and after the
+    first step (which makes the per-batch constants) an NN step is 14 operations: two GEMMs,
+    the per-member sums and the elementwise work, no view of the parameters (a GPU pays each
+    operation eagerly)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.n += 1
+            return func(*args, **(kwargs or {}))
+
+    cls = {"NN": packed._QuadPack, "NN-both": packed._QuadPackBoth, "NT": packed._NTPack}[kind]
+    counts = []
+    for G in (2, 7):
+        g = torch.Generator().manual_seed(G)
+        first = [torch.randn(3 + j, D, generator=g, dtype=torch.float64) for j in range(G)]
+        second = ([torch.ones(len(w), dtype=torch.float64) for w in first] if kind != "NT"
+                  else [torch.zeros_like(w) for w in first])
+        pack = cls(first, second, torch.zeros(G, dtype=torch.float64),
+                   torch.full((G,), 0.01, dtype=torch.float64), list(range(G)), None)
+        X, y = sampler(B, g)
+        mult = torch.ones((), dtype=torch.float64)
+        pack.step(X, y, mult)
+        with Ops() as ops:
+            pack.step(X, y, mult)
+        counts.append(ops.n)
+    assert counts[0] == counts[1]
+    assert counts[0] <= {"NN": 14, "NN-both": 18, "NT": 15}[kind], counts

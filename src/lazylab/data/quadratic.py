@@ -146,13 +146,20 @@ class QuadraticTarget:
         """f*(X) row-wise for X of shape (n, d), in X's dtype and device."""
         if X.ndim != 2 or X.shape[1] != self.d:
             raise ValueError(f"X must have shape (n, {self.d}); got {tuple(X.shape)}")
-        if self._diagonal:
-            b = torch.as_tensor(np.diag(self.B).copy(), dtype=X.dtype, device=X.device)
-            q = (X * X) @ b
-        else:
-            Bt = torch.as_tensor(self.B, dtype=X.dtype, device=X.device)
-            q = ((X @ Bt) * X).sum(dim=1)
+        Bt = self._matrix(X.dtype, X.device)
+        q = (X * X) @ Bt if self._diagonal else ((X @ Bt) * X).sum(dim=1)
         return q + self.b0
+
+    def _matrix(self, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """B (its diagonal when diagonal) as a tensor, made once per (dtype, device): one-pass
+        SGD draws a batch every step, and a copy from the host each time would put the host
+        in the loop (and a host copy cannot be captured in a CUDA graph)."""
+        key = (dtype, str(device))
+        cache = self.__dict__.setdefault("_matrix_cache", {})
+        if key not in cache:
+            B = np.diag(self.B).copy() if self._diagonal else self.B
+            cache[key] = torch.as_tensor(B, dtype=dtype, device=device)
+        return cache[key]
 
     def sample(self, n: int, generator: torch.Generator, *, device=None,
                dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:

@@ -112,17 +112,34 @@ class _Chunk:
     lr: torch.Tensor
     seg: torch.Tensor  # each row's member index within the chunk
 
+    def __post_init__(self) -> None:
+        # Column views made once: the in-place updates reach them, and a step then dispatches
+        # no view for them (on a GPU an eager step is bound by its operations).
+        self.c_col = self.c.unsqueeze(1)
+        self.second_col = self.second.unsqueeze(1) if self.second.dim() == 1 else self.second
+        self._batch: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def constants(self, B: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(4 step_j / B as a column (members, 1), ones (B,)), made once per batch size."""
+        if B not in self._batch:
+            self._batch[B] = ((self.lr * (4.0 / B)).unsqueeze(1),
+                              torch.ones(B, dtype=self.c.dtype, device=self.c.device))
+        return self._batch[B]
+
     def sum(self, Z: torch.Tensor, y: torch.Tensor | None = None, scale: float = 1.0
             ) -> torch.Tensor:
         """c + scale x the per-member sums of Z's rows (members, B), minus y (B,) if given."""
-        base = (self.c.unsqueeze(1) - y.unsqueeze(0) if y is not None
-                else self.c.unsqueeze(1).repeat(1, Z.shape[1]))
+        base = self.c_col - y if y is not None else self.c_col.repeat(1, Z.shape[1])
         return base.index_add_(0, self.seg, Z, alpha=scale)
 
     def factor(self, r: torch.Tensor, mult: torch.Tensor) -> torch.Tensor:
         """2 step_j dL_j/df_j = (4 step_j / B) r_j, per member (members, B): what every
         gradient of the chunk is built from."""
-        return r * (mult * self.lr * (4.0 / r.shape[1])).unsqueeze(1)
+        return r * (self.constants(r.shape[1])[0] * mult)
+
+    def step_c(self, gs: torch.Tensor) -> None:
+        """c_j -= step_j dL_j/dc_j = (1/2) sum_b gs_{j,b}, as one matrix-vector product."""
+        self.c.addmv_(gs, self.constants(gs.shape[1])[1], alpha=-0.5)
 
 
 def chunk_bounds(sizes: Sequence[int], rows: int | None) -> list[tuple[int, int]]:
@@ -192,12 +209,12 @@ class _QuadPack(_Pack):
 
     def _forward(self, ch: _Chunk, X: torch.Tensor) -> torch.Tensor:
         H = ch.first @ X.T  # hidden units along rows: per-member sums move whole rows
-        return ch.sum(H * H * ch.second.unsqueeze(1))
+        return ch.sum(H * H * ch.second_col)
 
     def _step(self, ch: _Chunk, X: torch.Tensor, y: torch.Tensor, mult: torch.Tensor
               ) -> torch.Tensor:
         H = ch.first @ X.T
-        HA = H * ch.second.unsqueeze(1)  # a before this update
+        HA = H * ch.second_col  # a before this update
         r = ch.sum(HA * H, y)
         loss = (r * r).mean(1)
         gs = ch.factor(r, mult)
@@ -207,7 +224,7 @@ class _QuadPack(_Pack):
         # w_i -= step 2 a_i sum_b dL/df_b h_bi x_b: the step folded into the (rows, B)
         # factor, so that the W update is one fused GEMM with no extra pass over W.
         ch.first.addmm_(g_Z.mul_(HA), X, alpha=-1.0)
-        ch.c.sub_(gs.sum(1), alpha=0.5)
+        ch.step_c(gs)
         return loss
 
 
@@ -228,7 +245,7 @@ class _NTPack(_Pack):
         loss = (r * r).mean(1)
         gs = ch.factor(r, mult)  # u_i -= step 2 sum_b dL/df_b h_bi x_b
         ch.second.addmm_(gs.index_select(0, ch.seg).mul_(H), X, alpha=-1.0)
-        ch.c.sub_(gs.sum(1), alpha=0.5)
+        ch.step_c(gs)
         return loss
 
 
