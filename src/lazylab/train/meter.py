@@ -128,10 +128,12 @@ def loop_steps(requested: int, evaluations: int = 0, replayed: bool = False) -> 
 
 
 @contextmanager
-def evaluation() -> Iterator[None]:
+def evaluation(counted: bool = True) -> Iterator[None]:
     """Marks a loop's periodic evaluation (logging a test loss, say) inside :func:`capped`:
     its probe readings go to the current loop's evaluation cost (module docstring). Outside
-    :func:`capped`, or before any loop, it does nothing."""
+    :func:`capped`, or before any loop, it does nothing. ``counted=False``: the second part of
+    an evaluation already counted (work on both sides of a logged step): its cost is added
+    to the evaluations' without counting another one."""
     meter = _METER.get()
     if meter is None or not meter.loops:
         yield
@@ -145,7 +147,7 @@ def evaluation() -> Iterator[None]:
         after = meter.probe()
         seg.evaluation_cost = _add(seg.evaluation_cost,
                                    [b - a for a, b in zip(before, after, strict=True)])
-        seg.evaluated += 1
+        seg.evaluated += int(counted)
 
 
 def sampled_blocks(items: Sequence[T]) -> Iterator[T]:

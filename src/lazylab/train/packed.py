@@ -355,13 +355,17 @@ def _train(kind: type[_Pack], first: list[torch.Tensor], second: list[torch.Tens
                 graphs = False
         loss = replay() if replay is not None else one_step()
         if logged:
-            log.losses(t, pack, loss)
-        if logged or (check_every and t % check_every == 0):
+            with evaluation(counted=False):  # the rest of this step's evaluation
+                log.losses(t, pack, loss)
+                bad = ~torch.isfinite(loss).cpu()
+        elif check_every and t % check_every == 0:
             bad = ~torch.isfinite(loss).cpu()
-            if bool(bad.any()):
-                pack, replay = state.drop(pack, bad), None
-                if not pack.ids:
-                    return state.result(torch.full((G,), float("nan")), log)
+        else:
+            continue
+        if bool(bad.any()):
+            pack, replay = state.drop(pack, bad), None
+            if not pack.ids:
+                return state.result(torch.full((G,), float("nan")), log)
     final_all = torch.full((G,), float("nan"), dtype=torch.float64)
     final_all[pack.ids] = final.detach().double().cpu()
     state.unpack(pack)
