@@ -343,7 +343,8 @@ def _train(kind: type[_Pack], first: list[torch.Tensor], second: list[torch.Tens
             with torch.no_grad():
                 final = ((pack.forward(X) - y.unsqueeze(0)) ** 2).mean(1)
             if logged:
-                log.losses(t, pack, final)
+                with evaluation(counted=False):
+                    log.losses(t, pack, final)
             break
         if schedule is not None:
             mult.fill_(schedule(t))
@@ -357,12 +358,12 @@ def _train(kind: type[_Pack], first: list[torch.Tensor], second: list[torch.Tens
         if logged:
             with evaluation(counted=False):  # the rest of this step's evaluation
                 log.losses(t, pack, loss)
-                bad = ~torch.isfinite(loss).cpu()
+                bad = _diverged(loss)
         elif check_every and t % check_every == 0:
-            bad = ~torch.isfinite(loss).cpu()
+            bad = _diverged(loss)
         else:
             continue
-        if bool(bad.any()):
+        if bad is not None:
             pack, replay = state.drop(pack, bad), None
             if not pack.ids:
                 return state.result(torch.full((G,), float("nan")), log)
@@ -371,6 +372,12 @@ def _train(kind: type[_Pack], first: list[torch.Tensor], second: list[torch.Tens
     state.unpack(pack)
     state.dead |= ~torch.isfinite(final_all)
     return state.result(final_all, log)
+
+
+def _diverged(loss: torch.Tensor) -> torch.Tensor | None:
+    """The members (positions in the pack) whose batch loss is not finite, None if none."""
+    bad = ~torch.isfinite(loss).cpu()
+    return bad if bool(bad.any()) else None
 
 
 @dataclass
