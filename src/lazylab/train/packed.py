@@ -17,7 +17,10 @@ P = sum_j N_j: a step of all of them is two (NT: three) GEMMs and a few elementw
 operations, whatever G is. Each member's output is a per-block sum (``index_add``, never a
 product with a 0/1 matrix), so a member that overflows leaves NaNs in its own block only.
 On a CPU the step runs over chunks of whole members (:data:`CPU_CHUNK_ELEMENTS`), so that its
-(rows, B) temporaries stay in cache; on a GPU the pack is one chunk.
+(rows, B) temporaries stay in cache; on a GPU the pack is one chunk. A member wider than d
+whose second layer is fixed trains as its exact d-unit equivalent
+(:mod:`lazylab.train.rowspace`; ``rowspace=False`` keeps every unit), and comes back at its
+full width.
 
 The gradients are written out (no autograd), for r_{b,j} = f_j(x_b) - y_b and
 h_{b,i} = w_i . x_b:
