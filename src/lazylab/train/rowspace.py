@@ -131,9 +131,12 @@ def reduce_rows(W: list[torch.Tensor], other: list[torch.Tensor], *, trained_fir
 def _row_groups(w: torch.Tensor, a: torch.Tensor | None
                 ) -> tuple[list[torch.Tensor], bool]:
     """Indices of the rows that move together (one group per value of a; NT: all rows) and
-    whether they may be reduced: not when a has NaNs, which no value groups."""
+    whether they may be reduced: not when a is not finite (NaN equals no value)."""
     every = [torch.arange(len(w), device=w.device)]
     if a is None:
         return every, True
-    keys = [torch.nonzero(a == v).flatten() for v in torch.unique(a)]
-    return (keys, True) if sum(len(k) for k in keys) == len(w) else (every, False)
+    if not bool(torch.isfinite(a).all()):
+        return every, False
+    _, inverse, counts = torch.unique(a, return_inverse=True, return_counts=True)
+    # rows sorted by their value of a (stable: each group keeps its rows in order), split
+    return list(torch.split(torch.argsort(inverse, stable=True), counts.tolist())), True
