@@ -106,11 +106,13 @@ def measure(fn: Callable[[int], Any], steps: int, device: torch.device,
     """(aten operations, process CPU seconds, wall seconds) per step of ``fn``: the
     difference between runs of ``steps`` and ``2 steps``, over ``steps`` (so set-up and the
     final evaluation, paid once per run of 10^5 steps, do not count); the times are the best
-    of ``repeats`` runs of each length, which a busy machine only slows."""
-    with OpCounter() as oc:
+    of ``repeats`` runs of each length, which a busy machine only slows. The operations are
+    counted on the paths a GPU takes (:func:`gpu_paths`: what a GPU pays per launch), the
+    times on this device's own."""
+    with gpu_paths(), OpCounter() as oc:
         fn(steps)
     ops1 = oc.n
-    with OpCounter() as oc:
+    with gpu_paths(), OpCounter() as oc:
         fn(2 * steps)
     cpu = {steps: float("inf"), 2 * steps: float("inf")}
     wall = dict(cpu)

@@ -289,3 +289,33 @@ def test_the_grid_and_packed_trainers_declare_their_replayed_loops(capture):
             assert cost.h100_graph < cost.h100
         else:
             assert cost.h100_graph == cost.h100
+
+
+def test_the_ratio_table_counts_a_gpus_operations(monkeypatch):
+    """bench_paper_scale.measure counts a packed step's operations as a GPU launches them (one
+    chunk), however a CPU chunks it; the ratio table's operations column is the GPU's."""
+    import bench_paper_scale as bps
+
+    from lazylab.train import packed
+
+    g = torch.Generator().manual_seed(0)
+    W0 = [torch.randn(n, 4, generator=g) for n in (3, 5, 7)]
+
+    def sampler(n, gen):
+        X = torch.randn(n, 4, generator=gen)
+        return X, X[:, 0] ** 2
+
+    def run(k: int) -> None:
+        packed.train_packed_quad(W0, [0.01] * 3, sampler=sampler, steps=k, batch_size=8,
+                                 generator=torch.Generator().manual_seed(1), check_every=0)
+
+    dev = torch.device("cpu")
+    monkeypatch.setattr(packed, "CPU_CHUNK_ELEMENTS", 10**9)  # one chunk by size
+    one = bps.measure(run, 3, dev, repeats=1)[0]
+    monkeypatch.setattr(packed, "CPU_CHUNK_ELEMENTS", 5 * 8)  # chunks [3], [5], [7]
+    assert bps.measure(run, 3, dev, repeats=1)[0] == one
+    with P.OpCounter() as oc:
+        run(3)
+    with P.OpCounter() as oc2:
+        run(6)
+    assert (oc2.n - oc.n) / 3 > one  # what the CPU itself dispatches
