@@ -39,7 +39,7 @@ import math
 import numpy as np
 import torch
 
-from lazylab.data.quadratic import as_matrix, is_symmetric, sampling_device
+from lazylab.data.quadratic import as_matrix, is_symmetric, per_device, sampling_device
 from lazylab.gauss import gauss_normal
 from lazylab.seeding import numpy_rng, torch_generator
 
@@ -176,16 +176,13 @@ class GaussianMixture:
 
     def _factors(self, dtype: torch.dtype, device: torch.device,
                  ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The class Cholesky factors (their diagonals when diagonal) as tensors, made once per
-        (dtype, device): one-pass SGD samples every step, and a copy from the host each time
-        would put the host in the loop."""
-        key = (dtype, str(device))
-        cache = self.__dict__.setdefault("_factor_cache", {})
-        if key not in cache:
-            pick = (lambda L: np.diag(L).copy()) if self._diagonal else (lambda L: L)
-            cache[key] = tuple(torch.as_tensor(pick(self._chol[s]), dtype=dtype, device=device)
-                               for s in (1, -1))
-        return cache[key]
+        """The class Cholesky factors (their diagonals when diagonal) as tensors, once per
+        (dtype, device) (:func:`~lazylab.data.quadratic.per_device`)."""
+        def make(s: int) -> torch.Tensor:
+            L = np.diag(self._chol[s]).copy() if self._diagonal else self._chol[s]
+            return torch.as_tensor(L, dtype=dtype, device=device)
+
+        return per_device(self, "_factor_cache", dtype, device, lambda: (make(1), make(-1)))
 
     # ---------------------------------------------------------------- Bayes posterior
     def log_likelihood_ratio(self, X: torch.Tensor) -> torch.Tensor:

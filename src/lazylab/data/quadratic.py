@@ -33,11 +33,15 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 import torch
 
 from lazylab.seeding import numpy_rng
+
+T = TypeVar("T")
 
 __all__ = ["exponential_B", "QuadraticTarget"]
 
@@ -78,6 +82,18 @@ def as_matrix(name: str, M, d: int | None = None) -> np.ndarray:
     if not np.all(np.isfinite(A)):
         raise ValueError(f"{name} must have finite entries")
     return A
+
+
+def per_device(owner: object, name: str, dtype: torch.dtype, device: torch.device,
+               make: Callable[[], T]) -> T:
+    """``make()``, made once per (dtype, device) and kept in ``owner``'s dict ``name``: a
+    sampler draws a batch every SGD step, and a copy from the host each time would put the
+    host in the loop (a host copy cannot be captured in a CUDA graph either)."""
+    cache = owner.__dict__.setdefault(name, {})
+    key = (dtype, str(device))
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]
 
 
 def is_symmetric(A: np.ndarray) -> bool:
@@ -151,15 +167,9 @@ class QuadraticTarget:
         return q + self.b0
 
     def _matrix(self, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        """B (its diagonal when diagonal) as a tensor, made once per (dtype, device): one-pass
-        SGD draws a batch every step, and a copy from the host each time would put the host
-        in the loop (and a host copy cannot be captured in a CUDA graph)."""
-        key = (dtype, str(device))
-        cache = self.__dict__.setdefault("_matrix_cache", {})
-        if key not in cache:
-            B = np.diag(self.B).copy() if self._diagonal else self.B
-            cache[key] = torch.as_tensor(B, dtype=dtype, device=device)
-        return cache[key]
+        """B (its diagonal when diagonal) as a tensor, once per (dtype, device)."""
+        return per_device(self, "_matrix_cache", dtype, device, lambda: torch.as_tensor(
+            np.diag(self.B).copy() if self._diagonal else self.B, dtype=dtype, device=device))
 
     def sample(self, n: int, generator: torch.Generator, *, device=None,
                dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
