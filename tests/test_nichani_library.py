@@ -365,3 +365,32 @@ def test_fused_step_branch_equals_the_buffered_step(monkeypatch):
     assert calls == ["forward"], "the fused branch ran"
     for a, b in zip(got, ref, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("cols", [7, 13])
+def test_column_blocks_step_equals_the_whole_step(monkeypatch, cols):
+    """A CPU step over blocks of hidden units (gd.CPU_COLUMNS; 40 units in blocks of 7 or 13,
+    the last one shorter) gives the whole step's gradient, f and f_L to 1e-12 in float64, with
+    masks and R3, and over repeated calls with one workspace."""
+    from lazylab.train.nichani import gd
+
+    net, X, g = _setup(d=8, m=40, n=30)
+    feats = TaylorFeatures.of(net, X)
+    y = torch.randn(X.shape[0], generator=g, dtype=F64)
+    r3 = R3Empirical.build(feats, 9)
+    W = 0.3 * torch.randn(3, net.width, net.d, generator=g, dtype=F64)
+    lam = torch.tensor([0.5, 0.0, 2.0], dtype=F64)
+    ml = torch.tensor([[1.0], [1.0], [0.0]], dtype=F64)
+    mq = torch.tensor([[1.0], [0.0], [1.0]], dtype=F64)
+    monkeypatch.setattr(gd, "CPU_COLUMNS", None)
+    ref = [t.clone() for t in taylor_step_grad(feats, W, y, lam, r3, ml=ml, mq=mq, work={})]
+    monkeypatch.setattr(gd, "CPU_COLUMNS", cols)
+    calls = []
+    real = gd._step_grad_blocks
+    monkeypatch.setattr(gd, "_step_grad_blocks", lambda *a: calls.append(a[-1]) or real(*a))
+    work: dict[str, torch.Tensor] = {}
+    for _ in range(2):
+        got = taylor_step_grad(feats, W, y, lam, r3, ml=ml, mq=mq, work=work)
+        for a, b in zip(got, ref, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert calls == [cols, cols]

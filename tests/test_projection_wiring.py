@@ -295,7 +295,6 @@ def test_the_ratio_table_counts_a_gpus_operations(monkeypatch):
     """bench_paper_scale.measure counts a packed step's operations as a GPU launches them (one
     chunk), however a CPU chunks it; the ratio table's operations column is the GPU's."""
     import bench_paper_scale as bps
-
     from lazylab.train import packed
 
     g = torch.Generator().manual_seed(0)

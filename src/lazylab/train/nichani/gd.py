@@ -17,7 +17,9 @@ the in-place build of the pull-back weights); the B values share D1, D2 and X an
 batched computation. On a GPU, where each of those passes costs as much as a tenth of a GEMM
 (0.36 GB at the paper's sizes), the elementwise work is fused by ``torch.compile`` into two
 kernels, one that reads Z once for D2 * Z, f_L and f_Q and one for the pull-back weights
-(:func:`fused_path`: a one-time probe per device, the eager passes as the fallback). With
+(:func:`fused_path`: a one-time probe per device, the eager passes as the fallback). On a
+CPU the step runs over blocks of :data:`CPU_COLUMNS` hidden units, so that those passes stay
+in cache (:func:`_step_grad_blocks`). With
 s = 0 (the experiments' setting) this is plain GD. R3 comes from
 :class:`~lazylab.train.nichani.regularizers.R3Empirical`.
 """
@@ -89,6 +91,9 @@ def taylor_step_grad(feats: TaylorFeatures, W: torch.Tensor, y: torch.Tensor,
     """
     n, X = feats.n, feats.X
     big = (*W.shape[:-2], n, feats.m)
+    cols = CPU_COLUMNS
+    if work is not None and X.device.type == "cpu" and cols is not None and feats.m > cols:
+        return _step_grad_blocks(feats, W, y, lam3, r3, ml, mq, work, cols)
     Z = torch.matmul(X, W.transpose(-1, -2), out=_buf(work, "Z", big, X))  # GEMM 1: X W^T
     fused = fused_for(X.device, Z.numel())
     if fused is not None:
@@ -98,12 +103,7 @@ def taylor_step_grad(feats: TaylorFeatures, W: torch.Tensor, y: torch.Tensor,
         fl = P.sum(-1)                                   # f_L = sum_r D1 Z
         T = torch.mul(Z, feats.D2, out=_buf(work, "T", big, X))
         fq = 0.5 * torch.mul(T, Z, out=P).sum(-1)        # f_Q = sum_r D2 Z^2 / 2
-    f = (fl if ml is None else ml * fl) + (fq if mq is None else mq * fq)
-    c = (2.0 / n) * (f - y)
-    cl = c if ml is None else ml * c
-    cq = c if mq is None else mq * c
-    if r3 is not None and lam3 is not None:
-        cl = cl + lam3.unsqueeze(-1) * (2.0 / n) * r3.project(fl)
+    f, cl, cq = _output_factors(fl, fq, y, n, lam3, r3, ml, mq)
     if fused is not None:
         G = fused[1](T, feats.D1, cq, cl)
     else:
@@ -113,6 +113,56 @@ def taylor_step_grad(feats: TaylorFeatures, W: torch.Tensor, y: torch.Tensor,
     # (n, m) operand is 1.4x faster on a CPU at the quick sizes; the gradient is its view.
     out = _buf(work, "grad", (*W.shape[:-2], X.shape[1], feats.m), X)
     return torch.matmul(X.T, G, out=out).transpose(-1, -2), f, fl
+
+
+#: Hidden units of one column block of a CPU step (:func:`_step_grad_blocks`), so that its
+#: (B, n, block) intermediates stay in cache; None: the whole (B, n, m) arrays at once.
+CPU_COLUMNS: int | None = 512
+
+
+def _output_factors(fl: torch.Tensor, fq: torch.Tensor, y: torch.Tensor, n: int,
+                    lam3: torch.Tensor | None, r3: R3Empirical | None,
+                    ml: torch.Tensor | None, mq: torch.Tensor | None
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(f, c_L, c_Q): the output and the per-sample factors of the pull-back weights,
+    c = (2/n)(f - y), c_L = ml c + lam3 (2/n) P2 f_L, c_Q = mq c."""
+    f = (fl if ml is None else ml * fl) + (fq if mq is None else mq * fq)
+    c = (2.0 / n) * (f - y)
+    cl = c if ml is None else ml * c
+    cq = c if mq is None else mq * c
+    if r3 is not None and lam3 is not None:
+        cl = cl + lam3.unsqueeze(-1) * (2.0 / n) * r3.project(fl)
+    return f, cl, cq
+
+
+def _step_grad_blocks(feats: TaylorFeatures, W: torch.Tensor, y: torch.Tensor,
+                      lam3: torch.Tensor | None, r3: R3Empirical | None,
+                      ml: torch.Tensor | None, mq: torch.Tensor | None,
+                      work: dict[str, torch.Tensor], cols: int
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`taylor_step_grad` over blocks of ``cols`` hidden units, in two passes: Z, f_L,
+    f_Q and T = D2 * Z block by block (T kept), then the pull-back weights and GEMM 2. Each
+    block's (B, n, cols) intermediates stay in cache, where the whole arrays' elementwise
+    passes stream through memory (docs/paper-scale.md, section 22); f_L and f_Q are sums of
+    the blocks' sums (the same up to rounding)."""
+    X, m = feats.X, feats.m
+    T = _buf(work, "T", (*W.shape[:-2], feats.n, m), X)
+    assert T is not None
+    blocks = [slice(a, min(a + cols, m)) for a in range(0, m, cols)]
+    fl = fq = None
+    for b in blocks:
+        Z = torch.matmul(X, W[..., b, :].transpose(-1, -2))
+        Tb = torch.mul(Z, feats.D2[:, b], out=T[..., b])
+        pl, pq = (Z * feats.D1[:, b]).sum(-1), (Tb * Z).sum(-1)
+        fl, fq = (pl, pq) if fl is None or fq is None else (fl.add_(pl), fq.add_(pq))
+    assert fl is not None and fq is not None
+    f, cl, cq = _output_factors(fl, fq.mul_(0.5), y, feats.n, lam3, r3, ml, mq)
+    out = _buf(work, "grad", (*W.shape[:-2], X.shape[1], m), X)
+    assert out is not None
+    for b in blocks:
+        G = T[..., b].mul_(cq.unsqueeze(-1)).addcmul_(feats.D1[:, b], cl.unsqueeze(-1))
+        out[..., b].copy_(torch.matmul(X.T, G))
+    return out.transpose(-1, -2), f, fl
 
 
 def _forward_terms(Z: torch.Tensor, D1: torch.Tensor, D2: torch.Tensor
