@@ -287,16 +287,18 @@ def counters():
 def gpu_paths():
     """Within: the code takes the paths it takes on a GPU where a CPU has its own, so that the
     counted operations are the GPU's (the packed trainers step their pack as one chunk,
-    :data:`lazylab.train.packed.CPU_CHUNK_ELEMENTS`; on a CPU they step cache-sized chunks, a
-    few times the launches)."""
+    :data:`lazylab.train.packed.CPU_CHUNK_ELEMENTS`, and Nichani's Taylor-model GD its hidden
+    units at once, :data:`lazylab.train.nichani.gd.CPU_COLUMNS`; on a CPU they step
+    cache-sized blocks, a few times the launches)."""
     from lazylab.train import packed
+    from lazylab.train.nichani import gd
 
-    old = packed.CPU_CHUNK_ELEMENTS
-    packed.CPU_CHUNK_ELEMENTS = None
+    old = packed.CPU_CHUNK_ELEMENTS, gd.CPU_COLUMNS
+    packed.CPU_CHUNK_ELEMENTS = gd.CPU_COLUMNS = None
     try:
         yield
     finally:
-        packed.CPU_CHUNK_ELEMENTS = old
+        packed.CPU_CHUNK_ELEMENTS, gd.CPU_COLUMNS = old
 
 
 @contextlib.contextmanager

@@ -173,11 +173,15 @@ def test_gpu_paths_count_the_one_chunk_pack(monkeypatch):
                                      generator=torch.Generator().manual_seed(1))
         return oc.n
 
+    from lazylab.train.nichani import gd
+
     monkeypatch.setattr(packed, "CPU_CHUNK_ELEMENTS", 5 * 8)  # chunks [3], [5], [7]
     chunked = ops()
+    cols = gd.CPU_COLUMNS
     with P.gpu_paths():
         one = ops()
-    assert packed.CPU_CHUNK_ELEMENTS == 5 * 8
+        assert gd.CPU_COLUMNS is None  # Nichani's GD: every hidden unit at once
+    assert packed.CPU_CHUNK_ELEMENTS == 5 * 8 and gd.CPU_COLUMNS == cols is not None
     monkeypatch.setattr(packed, "CPU_CHUNK_ELEMENTS", 10**9)  # one chunk by size
     assert one == ops() < chunked
 
