@@ -477,3 +477,18 @@ def test_a_huge_grid_size_is_refused_before_anything_is_allocated(exp_id):
     with pytest.raises(InputError, match="n_widths"):
         resolve_spec(REGISTRY[exp_id], "quick", {"n_widths": "6589876355"}, 1,
                      torch.device("cpu"))
+
+
+def test_gap_allowance_scales_with_the_weights_effective_dimension():
+    """RF(Gamma*)'s weights (Gamma* = B / tr B) span about d/2 effective dimensions on the
+    quadratic target: its gap's slope allowance is GAP_SLOPE_BIAS x max d/d_eff (1.9-2.2 over
+    the gap's dimensions and targets); the isotropic methods keep GAP_SLOPE_BIAS."""
+    from lazylab.experiments.ghorbani.widths import GAP_SLOPE_BIAS
+
+    exp = REGISTRY["ghorbani-qf-width"]
+    p = exp.resolve("quick")
+    assert exp.gap_bias(p, "RF(I)") == exp.gap_bias(p, "NT(I)") == GAP_SLOPE_BIAS
+    assert 1.8 * GAP_SLOPE_BIAS < exp.gap_bias(p, "RF(Gamma*)") < 2.5 * GAP_SLOPE_BIAS
+    mg = REGISTRY["ghorbani-mg-width"]
+    assert all(mg.gap_bias(mg.resolve("quick"), m) == GAP_SLOPE_BIAS
+               for m in mg.asymptotic_methods)

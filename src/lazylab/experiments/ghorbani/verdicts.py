@@ -183,7 +183,7 @@ def ordering_claim(statement: str, results: Results, d: int) -> Claim:
 
 
 def gap_claim(cid: str, statement: str, results: Results, methods: tuple[str, ...], *,
-              bias: float) -> Claim:
+              bias: dict[str, float]) -> Claim:
     """The gap between the exact finite-d risk and the paper's asymptotic formula falls like
     1/d, for every method in ``methods`` (:func:`lazylab.experiments.toolkit.all_of`).
 
@@ -195,12 +195,13 @@ def gap_claim(cid: str, statement: str, results: Results, methods: tuple[str, ..
     target); the leading coefficient depends on the realised spectrum (relative spread
     ~ d^-1/2 over target draws) and on the W draws, so the slope's standard error is the
     residual one of the pooled fit over all (d, target) points, t-widened (3 K - 2 degrees of
-    freedom, :func:`lazylab.experiments.toolkit.slope_claim`); ``bias`` covers the O(1/d^2)
-    relative corrections.  Held iff |slope + 1| <= bias + k se for every method.
+    freedom, :func:`lazylab.experiments.toolkit.slope_claim`); ``bias[method]`` covers the
+    O(1/d^2) relative corrections.  Held iff |slope + 1| <= bias + k se for every method.
     """
     model = (f"finite-d correction O(rho/d): slope of log|finite-d - asymptotic| vs log d is "
              f"-1; seed noise: residual SE over the target and W draws (t-widened); bias "
-             f"{bias:g} for relative O(1/d^2) corrections")
+             f"{', '.join(f'{m} {b:.3g}' for m, b in bias.items())} for relative O(1/d^2) "
+             f"corrections")
     parts = []
     for m in methods:
         rows = results.select(method=m, metric="asymptotic_gap", kind="simulation")
@@ -214,7 +215,7 @@ def gap_claim(cid: str, statement: str, results: Results, methods: tuple[str, ..
                 float(r["value"]))
         x = [k[0] for k in groups]
         y = [float(np.mean(v)) for v in groups.values()]
-        parts.append(slope_claim(f"{cid}[{m}]", statement, x, y, -1.0, bias=bias,
+        parts.append(slope_claim(f"{cid}[{m}]", statement, x, y, -1.0, bias=bias[m],
                                  error_model=model, details={"method": m}))
     if not parts:
         return Claim.not_applicable(cid, statement, "no asymptotic-gap units (gap_targets = 0)")
