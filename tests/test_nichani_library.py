@@ -337,13 +337,9 @@ def test_blocked_test_evaluation_equals_the_whole_one(monkeypatch):
         torch.testing.assert_close(gd._predict(feats, W, ml, mq), whole, rtol=0, atol=1e-12)
 
 
-def test_fused_step_branch_equals_the_buffered_step(monkeypatch):
-    """The GPU's fused branch of taylor_step_grad (here with the uncompiled functions that
-    torch.compile fuses) gives the buffered path's gradient, f and f_L to 1e-12 in float64,
-    with masks and R3; and the fused path is never selected on a CPU."""
-    from lazylab.train.nichani import gd
-
-    assert gd.fused_path(torch.device("cpu")) is None
+def _masked_step_inputs():
+    """(features, W of 3 members, y, lam3, R3, the f_L and f_Q masks) at d = 8, m = 40, n = 30
+    in float64: a Taylor-model step with every option on."""
     net, X, g = _setup(d=8, m=40, n=30)
     feats = TaylorFeatures.of(net, X)
     y = torch.randn(X.shape[0], generator=g, dtype=F64)
@@ -352,6 +348,17 @@ def test_fused_step_branch_equals_the_buffered_step(monkeypatch):
     lam = torch.tensor([0.5, 0.0, 2.0], dtype=F64)
     ml = torch.tensor([[1.0], [1.0], [0.0]], dtype=F64)
     mq = torch.tensor([[1.0], [0.0], [1.0]], dtype=F64)
+    return feats, W, y, lam, r3, ml, mq
+
+
+def test_fused_step_branch_equals_the_buffered_step(monkeypatch):
+    """The GPU's fused branch of taylor_step_grad (here with the uncompiled functions that
+    torch.compile fuses) gives the buffered path's gradient, f and f_L to 1e-12 in float64,
+    with masks and R3; and the fused path is never selected on a CPU."""
+    from lazylab.train.nichani import gd
+
+    assert gd.fused_path(torch.device("cpu")) is None
+    feats, W, y, lam, r3, ml, mq = _masked_step_inputs()
     ref = [t.clone() for t in taylor_step_grad(feats, W, y, lam, r3, ml=ml, mq=mq, work={})]
     calls = []
 
@@ -374,14 +381,7 @@ def test_column_blocks_step_equals_the_whole_step(monkeypatch, cols):
     masks and R3, and over repeated calls with one workspace."""
     from lazylab.train.nichani import gd
 
-    net, X, g = _setup(d=8, m=40, n=30)
-    feats = TaylorFeatures.of(net, X)
-    y = torch.randn(X.shape[0], generator=g, dtype=F64)
-    r3 = R3Empirical.build(feats, 9)
-    W = 0.3 * torch.randn(3, net.width, net.d, generator=g, dtype=F64)
-    lam = torch.tensor([0.5, 0.0, 2.0], dtype=F64)
-    ml = torch.tensor([[1.0], [1.0], [0.0]], dtype=F64)
-    mq = torch.tensor([[1.0], [0.0], [1.0]], dtype=F64)
+    feats, W, y, lam, r3, ml, mq = _masked_step_inputs()
     monkeypatch.setattr(gd, "CPU_COLUMNS", None)
     ref = [t.clone() for t in taylor_step_grad(feats, W, y, lam, r3, ml=ml, mq=mq, work={})]
     monkeypatch.setattr(gd, "CPU_COLUMNS", cols)
