@@ -297,7 +297,7 @@ class WidthExperiment(Experiment):
         those of a model in d_eff = (tr Gamma)^2 / tr Gamma^2 dimensions, relative c/d_eff =
         (c d/d_eff)/d, so the allowance scales by the largest d/d_eff over the gap's
         dimensions and targets (:func:`dimension_ratio`; RF(Gamma*) on the quadratic target:
-        1.9-2.0)."""
+        about 2, 2.15 at the largest)."""
         ratios = [dimension_ratio(G) for d in GAP_DS for j in range(p.gap_targets)
                   if (G := self.rf_covariance(method, self.problem_at(
                       d, p.target_seed + j))) is not None]
