@@ -149,13 +149,12 @@ def _step_grad_blocks(feats: TaylorFeatures, W: torch.Tensor, y: torch.Tensor,
     T = _buf(work, "T", (*W.shape[:-2], feats.n, m), X)
     assert T is not None
     blocks = [slice(a, min(a + cols, m)) for a in range(0, m, cols)]
-    fl = fq = None
+    fl, fq = (X.new_zeros(*W.shape[:-2], feats.n) for _ in range(2))
     for b in blocks:
         Z = torch.matmul(X, W[..., b, :].transpose(-1, -2))
         Tb = torch.mul(Z, feats.D2[:, b], out=T[..., b])
-        pl, pq = (Z * feats.D1[:, b]).sum(-1), (Tb * Z).sum(-1)
-        fl, fq = (pl, pq) if fl is None or fq is None else (fl.add_(pl), fq.add_(pq))
-    assert fl is not None and fq is not None
+        fl.add_((Z * feats.D1[:, b]).sum(-1))
+        fq.add_((Tb * Z).sum(-1))
     f, cl, cq = _output_factors(fl, fq.mul_(0.5), y, feats.n, lam3, r3, ml, mq)
     out = _buf(work, "grad", (*W.shape[:-2], X.shape[1], m), X)
     assert out is not None
