@@ -222,3 +222,30 @@ def test_a_packed_step_dispatches_the_same_few_operations_for_any_number_of_memb
         counts.append(ops.n)
     assert counts[0] == counts[1]
     assert counts[0] <= {"NN": 14, "NN-both": 18, "NT": 15}[kind], counts
+
+
+@pytest.mark.parametrize("kind", ["nn", "nt"])
+def test_packed_rows_are_aligned_and_train_as_contiguous_rows(kind, monkeypatch):
+    """The pack's (P, d) matrices start every row on a 64-byte line (packed.ROW_ALIGN: d = 6
+    is stored 16 apart), and train as contiguous rows do, to rounding."""
+    g = torch.Generator().manual_seed(5)
+    W0 = [0.3 * torch.randn(n, D, generator=g, dtype=torch.float64) / math.sqrt(D)
+          for n in (2, 5, 9)]
+    kinds = {"nn": packed._QuadPackBoth, "nt": packed._NTPack}
+    pack = kinds[kind](W0, [w.clone() if kind == "nt" else w[:, 0].clone() for w in W0],
+                       torch.zeros(3, dtype=torch.float64), torch.ones(3), [0, 1, 2])
+    assert pack.first.stride() == (16, 1) and torch.equal(pack.first, torch.cat(W0))
+    assert pack.second.stride() == ((16, 1) if kind == "nt" else (1,))
+
+    def run():
+        if kind == "nt":
+            return packed.train_packed_nt(W0, [0.01] * 3, sampler=sampler, steps=100,
+                                          batch_size=B, generator=torch.Generator().manual_seed(2))
+        return train_packed_quad(W0, [0.01] * 3, sampler=sampler, steps=100, batch_size=B,
+                                 train_second=True, generator=torch.Generator().manual_seed(2),
+                                 a0=[torch.zeros(len(w), dtype=torch.float64) for w in W0])
+    aligned = run()
+    monkeypatch.setattr(packed, "ROW_ALIGN", None)
+    plain = run()
+    for a, b in zip(aligned.W + aligned.a, plain.W + plain.a, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)

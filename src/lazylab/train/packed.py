@@ -64,7 +64,8 @@ from lazylab.train import capture as cg
 from lazylab.train.meter import evaluation, loop_steps
 from lazylab.train.rowspace import RowSpace, reduce_rows
 
-__all__ = ["CPU_CHUNK_ELEMENTS", "PackedQuadResult", "chunk_bounds", "train_packed_nt",
+__all__ = ["CPU_CHUNK_ELEMENTS", "ROW_ALIGN", "PackedQuadResult", "aligned_rows", "chunk_bounds",
+           "train_packed_nt",
            "train_packed_quad"]
 
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -103,6 +104,12 @@ class PackedQuadResult:
 #: On a GPU the pack is one chunk: there a step is bound by its launches. None: one chunk on a
 #: CPU as well (``bench_paper_scale.py`` counts a GPU's operations that way).
 CPU_CHUNK_ELEMENTS: int | None = 2 ** 21
+#: Row stride of a pack's (P, d) matrices, in elements: d rounded up to a multiple of this, so
+#: that every row starts on a 64-byte line. The in-place update GEMM of the mixture grid at its
+#: paper shapes ((20,971 x 100) x (100 x 450) into W, one thread, MKL, Zen 3) ran at 30-35
+#: GFLOP/s on rows of 450 floats and at 53-60 on rows 464 apart (docs/paper-scale.md, section
+#: 23). None: contiguous rows.
+ROW_ALIGN: int | None = 16
 
 
 @dataclass
@@ -171,8 +178,8 @@ class _Pack:
     def __init__(self, first: list[torch.Tensor], second: list[torch.Tensor],
                  c: torch.Tensor, lrs: torch.Tensor, ids: list[int], rows: int | None = None):
         self.ids = ids
-        self.first = torch.cat(first)
-        self.second = torch.cat(second)
+        self.first = aligned_rows(torch.cat(first))
+        self.second = aligned_rows(torch.cat(second))
         self.c = c.clone()
         self.lr = lrs.to(self.first)
         sizes = [len(w) for w in first]
@@ -199,6 +206,23 @@ class _Pack:
     def _step(self, ch: _Chunk, X: torch.Tensor, y: torch.Tensor, mult: torch.Tensor
               ) -> torch.Tensor:
         raise NotImplementedError
+
+
+def aligned_rows(A: torch.Tensor) -> torch.Tensor:
+    """``A`` (a matrix) as a view of rows :data:`ROW_ALIGN` elements apart, same values; a
+    vector, or a matrix whose rows already are, as it is.
+
+    >>> aligned_rows(torch.ones(3, 5)).stride()
+    (16, 1)
+    """
+    if ROW_ALIGN is None or A.dim() != 2:
+        return A
+    rows, d = A.shape
+    ld = -(-d // ROW_ALIGN) * ROW_ALIGN
+    if ld == d:
+        return A
+    out = A.new_zeros(rows, ld)[:, :d]
+    return out.copy_(A)
 
 
 def _cat(parts: list[torch.Tensor]) -> torch.Tensor:
