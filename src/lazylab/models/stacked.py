@@ -93,6 +93,14 @@ Back = Callable[[torch.Tensor, Acts, Params, torch.Tensor, Into], dict[str, torc
 Tan = Callable[[Acts, Params, Params, torch.Tensor], torch.Tensor]
 
 
+_RELU_BACKWARD = torch.ops.aten.threshold_backward.default
+
+
+def _masked(g: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """g * 1[z > 0] in one pass (ReLU's backward: no boolean mask, no second pass)."""
+    return _RELU_BACKWARD(g, z, 0.0)
+
+
 def _T(W: torch.Tensor) -> torch.Tensor:
     return W.transpose(-1, -2)
 
@@ -144,9 +152,9 @@ def _residual(out: torch.Tensor, Y: torch.Tensor) -> tuple[torch.Tensor, torch.T
 
 def _relu_back(gh: torch.Tensor, z: torch.Tensor, x: torch.Tensor, W: str, b: str,
                grads: dict[str, torch.Tensor], into: Into) -> torch.Tensor:
-    """Gradients of h = sigma(x W^T + b) given dL/dh (overwritten): stores gW, gb (deposited
+    """Gradients of h = sigma(x W^T + b) given dL/dh: stores gW, gb (deposited
     :class:`Into` ``into`` for the names it holds) and returns dL/dz."""
-    gz = gh.mul_(z > 0)
+    gz = _masked(gh, z)
     grads[W] = _outer(gz, x, into, W)
     grads[b] = _bias(gz, into, b)
     return gz
@@ -176,7 +184,7 @@ def _mlp2_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor, into: Into
 
 
 def _mlp2_tan(a: Acts, P: Params, dP: Params, X: torch.Tensor) -> torch.Tensor:
-    t1 = _affine(X, dP["W"], dP["b1"]).mul_(a["z1"] > 0)
+    t1 = _masked(_affine(X, dP["W"], dP["b1"]), a["z1"])
     return _mm(a["h1"], _T(dP["A"])) + _mm(t1, _T(P["A"]))
 
 
@@ -198,10 +206,9 @@ def _mlp3_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor, into: Into
 
 
 def _mlp3_tan(a: Acts, P: Params, dP: Params, X: torch.Tensor) -> torch.Tensor:
-    t1 = _affine(X, dP["W"], dP["b1"]).mul_(a["z1"] > 0)
+    t1 = _masked(_affine(X, dP["W"], dP["b1"]), a["z1"])
     t2 = _affine(a["h1"], dP["U"], dP["b2"]) + _mm(t1, _T(P["U"]))
-    t2.mul_(a["z2"] > 0)
-    return _mm(a["h2"], _T(dP["A"])) + _mm(t2, _T(P["A"]))
+    return _mm(a["h2"], _T(dP["A"])) + _mm(_masked(t2, a["z2"]), _T(P["A"]))
 
 
 # ------------------------------------------------------------------------------- ResNet3
@@ -225,7 +232,7 @@ def _resnet_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor, into: In
     W2 = P["U"] if full else P["V"]
     grads = {"A": _outer(go, a["f"], into, "A")}
     gf = _mm(go, P["A"])
-    gz2 = _relu_back(gf.clone(), a["z2"], a["x2"], "U" if full else "V", "b2", grads, into)
+    gz2 = _relu_back(gf, a["z2"], a["x2"], "U" if full else "V", "b2", grads, into)
     gx2 = _mm(gz2, W2)
     if full:
         gh1 = gf.add_(gx2)
@@ -239,7 +246,7 @@ def _resnet_back(go: torch.Tensor, a: Acts, P: Params, X: torch.Tensor, into: In
 
 def _resnet_tan(a: Acts, P: Params, dP: Params, X: torch.Tensor) -> torch.Tensor:
     full = "U" in P
-    t1 = _affine(X, dP["W"], dP["b1"]).mul_(a["z1"] > 0)
+    t1 = _masked(_affine(X, dP["W"], dP["b1"]), a["z1"])
     if full:
         tx2, W2, dW2 = t1, P["U"], dP["U"]
     else:
@@ -248,8 +255,7 @@ def _resnet_tan(a: Acts, P: Params, dP: Params, X: torch.Tensor) -> torch.Tensor
             tx2 = tx2 + _mm(a["h1"], _T(dP["A"]))
         W2, dW2 = P["V"], dP["V"]
     t2 = _affine(a["x2"], dW2, dP["b2"]) + _mm(tx2, _T(W2))
-    t2.mul_(a["z2"] > 0)
-    return _mm(a["f"], _T(dP["A"])) + _mm(t1.add_(t2), _T(P["A"]))
+    return _mm(a["f"], _T(dP["A"])) + _mm(t1.add_(_masked(t2, a["z2"])), _T(P["A"]))
 
 
 # ------------------------------------------------------------------------------- the steps
