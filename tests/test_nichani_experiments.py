@@ -161,9 +161,11 @@ def test_mlp_scaling_claims_hold_at_d2_and_fail_at_d3():
 def test_mlp_scaling_sizes_trained_at_once_read_as_one_by_one():
     """The n sweep trained three sizes at a time (one stacked GD, ``n_batch``) against one by
     one (float32, 200 steps): the same sizes read (those past the stop dropped), every test
-    and train loss within 1e-4 relative or 1e-5 absolute (float32 sums split differently: a
-    prediction moves by ~1e-6 over 200 steps of sums over 10^2 rows, so a loss (f - y)^2 of
-    residual r by ~2 r 1e-6), the same n*."""
+    and train loss within 1e-3 relative or 1e-5 absolute, the same n* to that tolerance. The
+    two paths split their float32 sums differently (padded rows, the biases summed by a GEMM);
+    GD carries each step's rounding forward, and over 200 steps the two paths' losses were
+    measured up to 1.2e-4 (the code before the biases rode on a ones column) and 1.3e-4
+    (after) apart, relative. In float64 they agree to 1e-10 (tests/test_mlp_gd.py)."""
     over = {"ds": [4, 5], "i_grid": [1.0, 2.0, 4.0, 8.0, 16.0], "steps": 200, "n_test": 200}
     one = run_in_memory("nichani-mlp-scaling", over)
     three = run_in_memory("nichani-mlp-scaling", {**over, "n_batch": 3})
@@ -175,7 +177,7 @@ def test_mlp_scaling_sizes_trained_at_once_read_as_one_by_one():
     assert a.keys() == b.keys()
     assert len({k[2] for k in a if k[0] == "test_loss"}) >= 3
     for k, v in a.items():
-        assert b[k] == pytest.approx(v, rel=1e-4, abs=1e-5), k
+        assert b[k] == pytest.approx(v, rel=1e-3, abs=1e-5), k
 
 
 def test_mlp_scaling_estimate_pays_the_padding_of_sizes_trained_at_once():

@@ -77,7 +77,7 @@ def gd_relu_mlp(net: nn.Module, X: torch.Tensor, y: torch.Tensor, *, lr: float, 
     for _ in range(int(steps)):
         Z = torch.mm(X1, W1.T)
         torch.clamp_min(Z, 0, out=H)
-        r = torch.addmm(y, H1, a1T, beta=-2.0 / n, alpha=2.0 / n)  # dL/df (n, 1)
+        r = torch.addmm(y, H1, a1T, beta=-1.0).mul_(2.0 / n)       # dL/df (n, 1)
         G = _RELU_BACKWARD(torch.mm(r, a), Z, 0.0)                  # dL/dZ (n, m)
         bufs = _heavy_ball(params, [torch.mm(G.T, X1), torch.mm(r.T, H1)], bufs, lr,
                            momentum)
