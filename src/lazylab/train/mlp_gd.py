@@ -10,11 +10,12 @@ Z = X W^T + b:
 and every parameter takes torch.optim.SGD's heavy-ball step (dampening 0): B <- mu B + grad
 (B = grad at the first step), theta <- theta - lr B. That is :func:`lazylab.train.fit` with
 ``optimizer="gd"``, ``loss="mse"`` and a constant step. Each bias rides as one more weight on
-a column of ones, W1 = [W, b] on X1 = [X, 1] and a1 = [a, c] on H1 = [relu(Z), 1], so a step is
-four products, the ReLU, its backward mask (one fused ``threshold_backward`` pass) and three
-``_foreach`` updates: about 10 tensor operations instead of autograd's and the optimizer's
-(Nichani et al. 2022, Fig. 2 trains thousands of such networks for 3000 steps each, where the
-per-step overhead is most of the time).
+a column of ones, W1 = [W, b] on X1 = [X, 1] and a1 = [a, c] on H1 = [relu(Z), 1] (W1 stored
+as (d + 1, m), so that no product takes a transposed operand), and a step is four matrix
+products, the ReLU, its backward (r a^T masked in one ``threshold_backward`` pass) and three
+``_foreach`` updates: 13 dispatched operations (two of them views) instead of autograd's and
+the optimizer's (Nichani et al. 2022, Fig. 2 trains thousands of such networks for 3000 steps
+each, where the per-step overhead is most of the time).
 
 :func:`gd_relu_mlps` trains K such networks, each on its own data set, as one stacked
 computation: the same step with batched products over (K, n_max) rows, the data sets
@@ -66,7 +67,8 @@ def gd_relu_mlp(net: nn.Module, X: torch.Tensor, y: torch.Tensor, *, lr: float, 
     """
     first, last = _layers(net)
     m, n = first.out_features, X.shape[0]
-    W1 = torch.cat([first.weight, first.bias.unsqueeze(1)], 1)     # (m, d + 1)
+    # [W, b] stored transposed, (d + 1, m): both of its products then take plain operands
+    W1 = torch.cat([first.weight, first.bias.unsqueeze(1)], 1).T.contiguous()
     a1 = torch.cat([last.weight, last.bias.unsqueeze(1)], 1)       # (1, m + 1)
     X1 = _ones_column(X.to(W1.dtype))
     H1 = X1.new_ones(n, m + 1)                                      # [relu(Z), 1]
@@ -75,17 +77,17 @@ def gd_relu_mlp(net: nn.Module, X: torch.Tensor, y: torch.Tensor, *, lr: float, 
     params = [W1, a1]
     bufs: list[torch.Tensor] | None = None
     for _ in range(int(steps)):
-        Z = torch.mm(X1, W1.T)
+        Z = torch.mm(X1, W1)
         torch.clamp_min(Z, 0, out=H)
         r = torch.addmm(y, H1, a1T, beta=-1.0).mul_(2.0 / n)       # dL/df (n, 1)
-        G = _RELU_BACKWARD(torch.mm(r, a), Z, 0.0)                  # dL/dZ (n, m)
-        bufs = _heavy_ball(params, [torch.mm(G.T, X1), torch.mm(r.T, H1)], bufs, lr,
+        G = _RELU_BACKWARD(r * a, Z, 0.0)                           # dL/dZ (n, m)
+        bufs = _heavy_ball(params, [torch.mm(X1.T, G), torch.mm(r.T, H1)], bufs, lr,
                            momentum)
-    first.weight.copy_(W1[:, :-1])
-    first.bias.copy_(W1[:, -1])
+    first.weight.copy_(W1[:-1].T)
+    first.bias.copy_(W1[-1])
     last.weight.copy_(a)
     last.bias.copy_(a1[:, -1])
-    torch.clamp_min(torch.mm(X1, W1.T), 0, out=H)
+    torch.clamp_min(torch.mm(X1, W1), 0, out=H)
     return float(((H1 @ a1T - y) ** 2).mean())
 
 
@@ -158,7 +160,7 @@ def gd_relu_mlps(nets: list[nn.Module], Xs: list[torch.Tensor], ys: list[torch.T
     W, b, a, c = _stack(nets)
     X, y, w = _padded(Xs, ys, W.dtype)
     K, n, m = X.shape[0], X.shape[1], W.shape[1]
-    W1 = torch.cat([W, b.transpose(1, 2)], 2)                        # (K, m, d + 1)
+    W1 = torch.cat([W, b.transpose(1, 2)], 2).transpose(1, 2).contiguous()  # (K, d + 1, m)
     a1 = torch.cat([a, c], 2)                                        # (K, 1, m + 1)
     X1 = _ones_column(X)
     H1 = X1.new_ones(K, n, m + 1)                                    # [relu(Z), 1]
@@ -166,18 +168,18 @@ def gd_relu_mlps(nets: list[nn.Module], Xs: list[torch.Tensor], ys: list[torch.T
     params = [W1, a1]
     bufs: list[torch.Tensor] | None = None
     for _ in range(int(steps)):
-        Z = torch.bmm(X1, W1.transpose(1, 2))                         # (K, n, m)
+        Z = torch.bmm(X1, W1)                                         # (K, n, m)
         torch.clamp_min(Z, 0, out=H)
         r = torch.baddbmm(y, H1, a1T, beta=-1.0).mul_(w)             # dL/df (K, n, 1)
-        G = _RELU_BACKWARD(torch.bmm(r, a_), Z, 0.0)                  # dL/dZ (K, n, m)
-        bufs = _heavy_ball(params, [torch.bmm(G.transpose(1, 2), X1),
+        G = _RELU_BACKWARD(r * a_, Z, 0.0)                            # dL/dZ (K, n, m)
+        bufs = _heavy_ball(params, [torch.bmm(X1.transpose(1, 2), G),
                                     torch.bmm(r.transpose(1, 2), H1)], bufs, lr, momentum)
-    torch.clamp_min(torch.bmm(X1, W1.transpose(1, 2)), 0, out=H)
+    torch.clamp_min(torch.bmm(X1, W1), 0, out=H)
     sq = ((H1 @ a1T - y) ** 2).mul_(w).sum(1).squeeze(1) / 2.0       # w = 2/n on real rows
     for k, net in enumerate(nets):
         first, last = _layers(net)
-        first.weight.copy_(W1[k, :, :-1])
-        first.bias.copy_(W1[k, :, -1])
+        first.weight.copy_(W1[k, :-1].T)
+        first.bias.copy_(W1[k, -1])
         last.weight.copy_(a_[k])
         last.bias.copy_(a1[k, :, -1])
     return [float(v) for v in sq]
