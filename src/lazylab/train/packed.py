@@ -65,8 +65,7 @@ from lazylab.train.meter import evaluation, loop_steps
 from lazylab.train.rowspace import RowSpace, reduce_rows
 
 __all__ = ["CPU_CHUNK_ELEMENTS", "ROW_ALIGN", "PackedQuadResult", "aligned_rows", "chunk_bounds",
-           "train_packed_nt",
-           "train_packed_quad"]
+           "train_packed_nt", "train_packed_quad"]
 
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
 #: eval_fn(member index j, (first, second, c_j)) -> float: NN (W_j, a_j, c_j), NT (W_j, U_j, c_j).
