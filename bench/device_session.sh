@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
-# The first checks to run on a lent GPU, as one call of at most 9 minutes (a drawn task has
-# 15 minutes of device time, the machine's start included). What it measures is what the
-# one-H100 model of bench_paper_scale.py assumes and no CPU can check
-# (docs/paper-scale.md, sections 17 to 19):
-#   1. the GEMM rates (float32, TF32) and the capture probes of both kinds of loop; the fused
-#      momentum update against its two operations (bench_fused_update.py: the model prices it
-#      as one kernel of four passes, section 19);
-#   2. what a launch costs eager and replayed from a CUDA graph (bench_replay.py), at the
-#      launch-bound widths of the Allen-Zhu grids (allenzhu-performance stays within 10
-#      minutes in the graph model while a replayed kernel costs at most 5.8 us; section 19);
-#   3. nichani-spectrum at paper scale twice in one process (the second run without the
-#      libraries' start-up), the sub-second row the model misses by 4x;
-#   4. one panel of allenzhu-performance projected on the device itself, its graphs column
-#      priced at the replay cost measured in 2.
-# Every step has its own time limit; the logs and runs/bench.json land in $OUT.
+# One call on a lent GPU (a drawn task has 15 minutes of device time, the machine's start
+# included): measure what the one-H100 model of bench_paper_scale.py assumes, then run as many
+# unmeasured experiments at paper scale as fit, one after another and alone on the card, so
+# that each wall time can be set against its projection (docs/paper-scale.md).
+#   1. the GEMM rates (float32, TF32) and the capture probes of both kinds of loop;
+#   2. what a launch costs eager and replayed from a CUDA graph (bench_replay.py) at a
+#      launch-bound width of the Allen-Zhu grids (allenzhu-performance is within 10 minutes
+#      in the graph model while a replayed kernel costs at most 5.8 us; section 19);
+#   3. `lazylab reproduce ID --scale paper` for the batched experiments never run on a GPU,
+#      in order of what they test, each with `--max-time` and a hard limit, skipped when the
+#      time left cannot hold it (BUDGET seconds for the whole script).
+# Everything comes back in three files: summary.md (one row per experiment: status, wall
+# time, units, claims), runs.tar.gz (each experiment's results.csv, claims.json, config.json
+# and figure) and logs.tar.gz (the logs and bench.json).
 #
 # On the device, from the repository root, with the wheels the image lacks carried in .whl
-# (pydantic, pydantic-core, annotated-types, typing-inspection; see the device README):
+# (pydantic, pydantic-core, annotated-types, typing-inspection, typing-extensions; see the
+# device README):
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl \
 #     && export PYTHONPATH=/tmp/site:$PWD/src && bash bench/device_session.sh
 # Here (no GPU) `DEVICE=cpu QUICK=1 bash bench/device_session.sh` runs the same steps small.
@@ -25,19 +25,22 @@ OUT=${OUT:-runs/device}
 DEVICE=${DEVICE:-cuda}
 QUICK=${QUICK:-0}
 PY=${PY:-python3}
-export PYTHONUNBUFFERED=1 LAZYLAB_BENCH_JSON=$OUT/bench.json
-mkdir -p "$OUT"
-step() {  # step SECONDS NAME command...: run with a limit, log to $OUT/NAME.log, go on
+BUDGET=${BUDGET:-560}
+LOGS=$OUT/logs
+STORE=$OUT/store
+export PYTHONUNBUFFERED=1 LAZYLAB_BENCH_JSON=$LOGS/bench.json
+mkdir -p "$LOGS" "$STORE"
+step() {  # step SECONDS NAME command...: run with a limit, log to $LOGS/NAME.log, go on
     local limit=$1 name=$2
     shift 2
-    echo "== $name (limit ${limit} s)"
-    timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
-    echo "   exit $? after ${SECONDS} s in all"
-    tail -n 4 "$OUT/$name.log"
+    echo "== $name (limit ${limit} s, at ${SECONDS} s)"
+    timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
+    echo "   exit $? at ${SECONDS} s"
+    tail -n 3 "$LOGS/$name.log"
 }
 { nvidia-smi || true; $PY -c "import torch; print(torch.__version__, torch.version.cuda)"; } \
-    >"$OUT/machine.log" 2>&1
-if [ "$QUICK" = 1 ]; then epochs=13; widths="20"; else epochs=20; widths="20 200"; fi
+    >"$LOGS/machine.log" 2>&1
+head -n 12 "$LOGS/machine.log"
 step 60 probes $PY -c "
 import torch, sys
 sys.path.insert(0, 'bench')
@@ -50,38 +53,48 @@ if d.type == 'cuda':
     print('TF32 GEMM', gemm_flops_per_second(d, 8192) / 1e12, 'TFLOP/s')
     torch.backends.cuda.matmul.allow_tf32 = False
 print({k: cg.capture_works(str(d), k) for k in cg.PROBES})"
-if [ "$QUICK" = 1 ]; then sizes=(--G 20 --T 1000 100000); else sizes=(); fi
-step 60 fused $PY bench/bench_fused_update.py --device "$DEVICE" "${sizes[@]}"
-for m in $widths; do
-    for mode in all NTK; do
-        step 90 "replay-m$m-$mode" $PY bench/bench_replay.py --device "$DEVICE" --m "$m" \
-            --mode "$mode" --epochs "$epochs"
-    done
+if [ "$QUICK" = 1 ]; then epochs=13; scale=quick; else epochs=20; scale=paper; fi
+step 60 replay-m20-all $PY bench/bench_replay.py --device "$DEVICE" --m 20 --mode all \
+    --epochs "$epochs"
+# id:seconds, the seconds the one-H100 model projects (docs/paper-scale.md, summary): the
+# packed Ghorbani grids first (the batched path never run on a GPU), then the Allen-Zhu
+# ensemble with its captured epochs, then the Bai & Lee experiments never completed.
+plan="ghorbani-mg-samples:37 ghorbani-qf-samples:39 ghorbani-qf-width:48 ghorbani-mg-width:72
+allenzhu-norm:101 bailee-landscape:57 bailee-higher-order:19 bailee-expressivity:30
+bailee-generalization:4"
+for spec in $plan; do
+    id=${spec%%:*}
+    est=${spec##*:}
+    left=$((BUDGET - SECONDS))
+    if [ "$left" -lt $((est + 25)) ]; then
+        echo "== $id: skipped, ${left} s left for a ${est} s projection"
+        continue
+    fi
+    max=$((2 * est + 30 < left - 20 ? 2 * est + 30 : left - 20))
+    step $((max + 25)) "run-$id" $PY -m lazylab reproduce "$id" --scale "$scale" \
+        --device "$DEVICE" --out "$STORE" --max-time "$max" --yes
 done
-spectrum="from lazylab.experiments import get_experiment
-import time, torch
-e = get_experiment('nichani-spectrum'); p = e.resolve('paper')
-for run in ('first', 'second'):
-    t0 = time.perf_counter()
-    for seed in range(3):
-        for key in e.units(p):
-            e.run_unit(p, key, seed, torch.device('$DEVICE'))
-    if '$DEVICE' == 'cuda':
-        torch.cuda.synchronize()
-    print(run, 'run of the 6 units:', round(time.perf_counter() - t0, 3), 's')"
-if [ "$QUICK" = 1 ]; then
-    echo "== spectrum: skipped with QUICK=1 (paper scale takes minutes on a CPU)"
-else
-    step 90 spectrum $PY -c "$spectrum"
-fi
-if [ "$QUICK" = 1 ]; then only=nichani-spectrum; set=(); else
-    only=allenzhu-performance; set=(--set panels=a); fi
-# the graphs column priced at the replay cost just measured (the larger of m = 20's two, where
-# the epochs are launch-bound); without a replay (no capture) the model's default
-replay_us=$(sed -n 's/.* \([0-9.]*\) us a kernel.*/\1/p' "$OUT"/replay-m20-*.log 2>/dev/null \
-    | sort -g | tail -n 1)
-if [ -n "$replay_us" ]; then echo "== replayed kernel: $replay_us us"; else
-    echo "== replayed kernel: not measured, the model default"; fi
-step $((QUICK == 1 ? 120 : 240)) projection $PY bench/bench_paper_scale.py --part projection \
-    --device "$DEVICE" --only "$only" "${set[@]}" --verbose ${replay_us:+--replay-us "$replay_us"}
-echo "done in ${SECONDS} s; logs in $OUT"
+$PY - "$STORE" >"$OUT/summary.md" <<'EOF'
+import json, pathlib, sys
+print("| experiment | status | wall s | compute s | units | claims held |")
+print("|---|---|---|---|---|---|")
+cfg, c = None, {}
+for cfg in sorted(pathlib.Path(sys.argv[1]).glob("*/config.json")):
+    c = json.loads(cfg.read_text())
+    t = c.get("timing", {})
+    claims = cfg.with_name("claims.json")
+    held = "-"
+    if claims.exists():
+        cl = json.loads(claims.read_text())
+        held = f"{sum(x['held'] for x in cl)}/{len(cl)}"
+        failed = [x["id"] for x in cl if not x["held"]]
+        held += f" (failed: {', '.join(failed)})" if failed else ""
+    print(f"| {c['experiment']} | {c.get('status')} | {t.get('wall_seconds', 0):.1f} | "
+          f"{t.get('compute_seconds', 0):.1f} | {c.get('work_units')} | {held} |")
+print(f"\n{c['versions']} on {c['device']}" if cfg else "no experiment ran")
+EOF
+cat "$OUT/summary.md"
+tar czf "$OUT/runs.tar.gz" -C "$STORE" --exclude='*.sqlite' --exclude='*.svg' \
+    --exclude='.*.lock' . && rm -rf "$STORE"
+tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$LOGS"
+echo "done in ${SECONDS} s; $(ls "$OUT")"
