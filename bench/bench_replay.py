@@ -51,7 +51,7 @@ def grid_runner(device: torch.device, arch: str, m: int, mode: str):
     p = get_experiment("allenzhu-performance").resolve("paper")
     k = p.d // 2
     net = make_learner(arch, p.d, k, m, untied=False, init=p.init,
-                       generator=torch_generator(0, device), device=device)
+                       generator=torch_generator(0), device=device)  # built on the CPU
     X = torch.randn(p.n_all, p.d, generator=torch_generator(1, device), device=device)
     Y = torch.randn(p.n_all, k, generator=torch_generator(2, device), device=device)
     # step sizes small enough that no configuration diverges (a divergence recaptures)

@@ -25,7 +25,7 @@ full width.
 The gradients are written out (no autograd), for r_{b,j} = f_j(x_b) - y_b and
 h_{b,i} = w_i . x_b:
 
-    dL_j/dc_j = (2/B) sum_b r_{b,j},
+    dL_j/dc_j = (2/B) sum_b r_{b,j}   (stepped at ``offset_lr_scale`` x step_j for NT),
     NN: dL_j/dw_{j,i} = (2/B) sum_b r_{b,j} 2 a_{j,i} h_{b,i} x_b,
         dL_j/da_{j,i} = (2/B) sum_b r_{b,j} h_{b,i}^2,
     NT: dL_j/du_{j,i} = (2/B) sum_b r_{b,j} 2 h_{b,i} x_b,
@@ -120,6 +120,7 @@ class _Chunk:
     c: torch.Tensor
     lr: torch.Tensor
     seg: torch.Tensor  # each row's member index within the chunk
+    c_scale: float = 1.0  # the offsets' step sizes over the members' (``offset_lr_scale``)
 
     def __post_init__(self) -> None:
         # Column views made once: the in-place updates reach them, and a step then dispatches
@@ -129,10 +130,12 @@ class _Chunk:
         self._batch: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def constants(self, B: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(4 step_j / B as a column (members, 1), ones (B,)), made once per batch size."""
+        """(4 step_j / B as a column (members, 1), ``c_scale`` x ones (B,)), made once per
+        batch size."""
         if B not in self._batch:
             self._batch[B] = ((self.lr * (4.0 / B)).unsqueeze(1),
-                              torch.ones(B, dtype=self.c.dtype, device=self.c.device))
+                              torch.full((B,), self.c_scale, dtype=self.c.dtype,
+                                         device=self.c.device))
         return self._batch[B]
 
     def sum(self, Z: torch.Tensor, y: torch.Tensor | None = None, scale: float = 1.0
@@ -147,7 +150,8 @@ class _Chunk:
         return r * (self.constants(r.shape[1])[0] * mult)
 
     def step_c(self, gs: torch.Tensor) -> None:
-        """c_j -= step_j dL_j/dc_j = (1/2) sum_b gs_{j,b}, as one matrix-vector product."""
+        """c_j -= c_scale step_j dL_j/dc_j = (c_scale/2) sum_b gs_{j,b}, as one
+        matrix-vector product."""
         self.c.addmv_(gs, self.constants(gs.shape[1])[1], alpha=-0.5)
 
 
@@ -175,7 +179,8 @@ class _Pack:
     stepped chunk by chunk (:data:`CPU_CHUNK_ELEMENTS`); subclasses write one chunk's step."""
 
     def __init__(self, first: list[torch.Tensor], second: list[torch.Tensor],
-                 c: torch.Tensor, lrs: torch.Tensor, ids: list[int], rows: int | None = None):
+                 c: torch.Tensor, lrs: torch.Tensor, ids: list[int], rows: int | None = None,
+                 c_scale: float = 1.0):
         self.ids = ids
         self.first = aligned_rows(torch.cat(first))
         self.second = aligned_rows(torch.cat(second))
@@ -189,7 +194,7 @@ class _Pack:
             seg = torch.repeat_interleave(torch.arange(k1 - k0, device=self.first.device),
                                           torch.tensor(sizes[k0:k1], device=self.first.device))
             self.chunks.append(_Chunk(self.first[s:e], self.second[s:e], self.c[k0:k1],
-                                      self.lr[k0:k1], seg))
+                                      self.lr[k0:k1], seg, c_scale))
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
         """Outputs (G, B) of the live members."""
@@ -308,26 +313,30 @@ def train_packed_nt(W: Sequence[torch.Tensor], lrs: Sequence[float], *, sampler:
                     steps: int, batch_size: int, generator: torch.Generator,
                     schedule: Callable[[int], float] | None = None, check_every: int = 50,
                     capture: bool | None = None, log_steps: Sequence[int] = (),
-                    eval_fn: EvalFn | None = None, rowspace: bool = True
-                    ) -> PackedQuadResult:
+                    eval_fn: EvalFn | None = None, rowspace: bool = True,
+                    offset_lr_scale: float = 1.0) -> PackedQuadResult:
     """Train G neural tangent models f_j(x) = 2 sum_i (w_{j,i} . x)(u_{j,i} . x) + c_j, each
     at its own first layer ``W[j]`` (N_j, d) (fixed), from U = 0 and c = 0, with step sizes
     ``lrs[j]``; as :func:`train_packed_quad` otherwise (module docstring). The trained
     directions come back as ``result.U``; ``eval_fn(j, (W_j, U_j, c_j))``. ``rowspace``: a
     member of more than d units trains as d units (:mod:`lazylab.train.rowspace`: U stays
-    W A(t), exact)."""
+    W A(t), exact). ``offset_lr_scale``: the offsets c_j step at this multiple of their
+    member's step size (a preconditioner: ``fit``'s ``{"lr_scale": s}`` group does the same)."""
+    if not offset_lr_scale > 0:
+        raise ValueError(f"offset_lr_scale must be > 0; got {offset_lr_scale}")
     first = [w.detach().clone() for w in W]
     U = [torch.zeros_like(w) for w in first]
     space = reduce_rows(first, U, trained_first=False) if rowspace else None
     return _train(_NTPack, first, U, lrs, sampler, steps, batch_size, generator, schedule,
-                  check_every, capture, log_steps, eval_fn, space)
+                  check_every, capture, log_steps, eval_fn, space, offset_lr_scale)
 
 
 def _train(kind: type[_Pack], first: list[torch.Tensor], second: list[torch.Tensor],
            lrs: Sequence[float], sampler: Sampler, steps: int, batch_size: int,
            generator: torch.Generator, schedule: Callable[[int], float] | None,
            check_every: int, capture: bool | None, log_steps: Sequence[int],
-           eval_fn: EvalFn | None, space: RowSpace | None = None) -> PackedQuadResult:
+           eval_fn: EvalFn | None, space: RowSpace | None = None, c_scale: float = 1.0
+           ) -> PackedQuadResult:
     """The loop shared by both models: sampling, schedule, capture, checks, logging; on the
     members' reduced parameters where ``space`` is given, expanded back at the end."""
     if len(first) != len(lrs) or not first:
@@ -343,7 +352,7 @@ def _train(kind: type[_Pack], first: list[torch.Tensor], second: list[torch.Tens
         first, second = space.first, space.second
     state = _State(first, second, c, torch.zeros(G, dtype=torch.bool),
                    torch.tensor([float(v) for v in lrs], dtype=torch.float64), kind, rows,
-                   space)
+                   space, c_scale)
     pack = state.pack(list(range(G)))
     # replayed from a CUDA graph where the device captures (recorded for cost models)
     run = loop_steps(steps, evaluations=len({int(s) for s in log_steps}),
@@ -419,6 +428,7 @@ class _State:
     kind: type[_Pack]
     rows: int | None  # hidden units a chunk of the step may hold (None: one chunk)
     space: RowSpace | None = None  # how the members were reduced (None: full width)
+    c_scale: float = 1.0  # the offsets' step sizes over the members'
 
     def full(self, j: int, first: torch.Tensor, second: torch.Tensor
              ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -427,7 +437,7 @@ class _State:
 
     def pack(self, ids: list[int]) -> _Pack:
         return self.kind([self.first[j] for j in ids], [self.second[j] for j in ids],
-                         self.c[ids], self.lrs[ids], ids, self.rows)
+                         self.c[ids], self.lrs[ids], ids, self.rows, self.c_scale)
 
     def unpack(self, pack: _Pack) -> None:
         """Copy the live members' packed parameters back into the per-member lists."""

@@ -67,7 +67,12 @@ def t1_data(d: int, alpha: float, beta: float, n: int, n_val: int, n_test: int, 
 
 def make_learner(arch: str, d: int, k: int, m: int, *, untied: bool, init: str,
                  generator: torch.Generator, device: torch.device | str = "cpu"):
-    """3resnet (bottleneck, tied unless ``untied``), 3layer or 2layer at width m (float32)."""
+    """3resnet (bottleneck, tied unless ``untied``), 3layer or 2layer at width m (float32),
+    drawn on the CPU from ``generator`` (a CPU generator: the same weights on every device)
+    and moved to ``device``."""
+    if generator.device.type != "cpu":
+        raise ValueError(f"generator must be a CPU generator (the nets are drawn on the CPU, "
+                         f"then moved to {device}); got one on {generator.device}")
     kw = {"init": init, "generator": generator}
     if arch == "3resnet":
         net = ResNet3(d, k, m, tied=not untied, **kw)

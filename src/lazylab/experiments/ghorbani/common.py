@@ -40,7 +40,15 @@ with coef = 0.18 for qf (0.02 at d = 40, b = 100, tuned there) and 0.36 for the 
 scaling of the noise bound 2b/Tr(H), and 0.13 was the best of five multiples at d = 200,
 N = 100, 1e5 steps (risk 0.407 vs the limit 0.387; a quarter of it, 0.60, was still far from
 converged: NT's SGD is slow, and the lr/10, lr/15 tails remove most of the noise).  Measured
-at d = 450, N = 225, 2e5 steps: NN 0.0387 vs its limit 0.0357.  ``lr_factors`` (the paper's
+at d = 450, N = 225, 2e5 steps: NN 0.0387 vs its limit 0.0357.
+
+NT's offset.  ||x||^2 = d + O(sqrt d) is nearly the constant feature times d, so the trace
+direction of M (curvature ~ 8N) and the offset c (curvature 2) are nearly collinear: SGD learns
+the trace part of M at once and the offset that centres it 4N times slower, and the risk climbs
+above R0 before it falls (at d = 450, N = 180: 1.17 R0 after 4000 steps, still 1.05 after
+1.1 x 10^5).  The offset therefore steps at ``nt_offset_lr_scale(N)`` = 2N times the step of
+U, which puts c's step times curvature at half the trace direction's: a preconditioner of the
+same linear model, as the paper's "SGD" leaves the parametrization open.  ``lr_factors`` (the paper's
 "best step size from a grid") tries multiples of these and keeps the best run
 (:func:`lazylab.experiments.toolkit.grid_search`).
 """
@@ -68,7 +76,7 @@ __all__ = [
     "GhorbaniParams",
     "Problem", "QuadForm", "qf_problem", "mg_problem", "draw_weights", "fit_rf", "fit_nt_lstsq",
     "nt_basis_size", "nn_init", "quad_form", "train_nn", "train_nt_sgd", "test_risk", "nn_lr",
-    "nt_lr", "nt_lr_learning", "SGDConfig", "nt_init", "nt_quad_form", "train_lr_grid",
+    "nt_lr", "nt_lr_learning", "nt_offset_lr_scale", "SGDConfig", "nt_init", "nt_quad_form", "train_lr_grid",
 ]
 
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -280,6 +288,12 @@ def nt_lr_learning(d: int, N: int, batch: int, lr: float | None) -> float:
     return min(nt_lr(d, N, batch, None), 2 * NT_MISADJUSTMENT * batch / (8 * N * d))
 
 
+def nt_offset_lr_scale(N: int) -> float:
+    """The NT offset's step over U's, 2N (module docstring: c's curvature is 2, the trace
+    direction's ~ 8N, and the two are nearly collinear)."""
+    return 2.0 * N
+
+
 def nn_init(problem: Problem, N: int, init_scale: float, gen: torch.Generator,
             device: torch.device) -> TwoLayerNet:
     """The paper's NN at initialization (see :func:`train_nn`), drawn from ``gen``."""
@@ -357,7 +371,10 @@ def train_nt_sgd(problem: Problem, N: int, cfg: SGDConfig, gen: torch.Generator,
     def quad() -> QuadForm:
         return nt_quad_form(W, lin.direction["W"], float(lin.direction["c"].detach()))
 
+    params = [lin.direction["W"],
+              {"params": [lin.direction["c"]], "lr_scale": nt_offset_lr_scale(N)}]
     hist = fit(lin, sampler=problem.sampler(), loss="mse", optimizer="one_pass", lr=cfg.lr,
+               params=params,
                steps=cfg.steps, batch_size=cfg.batch_size, schedule=cfg.schedule(),
                log_steps=log_steps if log_steps is not None else [cfg.steps],
                eval_fn=(lambda _m: on_eval(quad())) if on_eval is not None else None,
@@ -384,5 +401,5 @@ def train_lr_grid(problem: Problem, N: int, cfg: SGDConfig, factors: Sequence[fl
             train_second=problem.kind == "mg", generator=gen,
             eval_fn=lambda _j, prm: problem.risk(quad_form(*prm)), **kw)
     W = nt_init(problem.d, N, gen, device).W.detach()
-    return train_packed_nt([W] * F, generator=gen,
+    return train_packed_nt([W] * F, generator=gen, offset_lr_scale=nt_offset_lr_scale(N),
                            eval_fn=lambda _j, prm: problem.risk(nt_quad_form(*prm)), **kw)
