@@ -40,7 +40,9 @@ with coef = 0.18 for qf (0.02 at d = 40, b = 100, tuned there) and 0.36 for the 
 scaling of the noise bound 2b/Tr(H), and 0.13 was the best of five multiples at d = 200,
 N = 100, 1e5 steps (risk 0.407 vs the limit 0.387; a quarter of it, 0.60, was still far from
 converged: NT's SGD is slow, and the lr/10, lr/15 tails remove most of the noise).  Measured
-at d = 450, N = 225, 2e5 steps: NN 0.0387 vs its limit 0.0357.
+at d = 450, N = 225, 2e5 steps: NN 0.0387 vs its limit 0.0357.  ``lr_factors`` (the paper's
+"best step size from a grid") tries multiples of these and keeps the best run
+(:func:`lazylab.experiments.toolkit.grid_search`).
 
 NT's offset.  ||x||^2 = d + O(sqrt d) is nearly the constant feature times d, so the trace
 direction of M (curvature ~ 8N) and the offset c (curvature 2) are nearly collinear: SGD learns
@@ -48,9 +50,7 @@ the trace part of M at once and the offset that centres it 4N times slower, and 
 above R0 before it falls (at d = 450, N = 180: 1.17 R0 after 4000 steps, still 1.05 after
 1.1 x 10^5).  The offset therefore steps at ``nt_offset_lr_scale(N)`` = 2N times the step of
 U, which puts c's step times curvature at half the trace direction's: a preconditioner of the
-same linear model, as the paper's "SGD" leaves the parametrization open.  ``lr_factors`` (the paper's
-"best step size from a grid") tries multiples of these and keeps the best run
-(:func:`lazylab.experiments.toolkit.grid_search`).
+same linear model, as the paper's "SGD" leaves the parametrization open.
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ __all__ = [
     "GhorbaniParams",
     "Problem", "QuadForm", "qf_problem", "mg_problem", "draw_weights", "fit_rf", "fit_nt_lstsq",
     "nt_basis_size", "nn_init", "quad_form", "train_nn", "train_nt_sgd", "test_risk", "nn_lr",
-    "nt_lr", "nt_lr_learning", "nt_offset_lr_scale", "SGDConfig", "nt_init", "nt_quad_form", "train_lr_grid",
+    "nt_lr", "nt_lr_learning", "nt_offset_lr_scale", "SGDConfig", "nt_init", "nt_quad_form",
+    "train_lr_grid",
 ]
 
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
