@@ -11,8 +11,9 @@
 #      in order of what they test, each with `--max-time` and a hard limit, skipped when the
 #      time left cannot hold it (BUDGET seconds for the whole script).
 # Everything comes back in three files: summary.md (one row per experiment: status, wall
-# time, units, claims), runs.tar.gz (each experiment's results.csv, claims.json, config.json
-# and figure) and logs.tar.gz (the logs and bench.json).
+# time, units, claims; then every stored unit's seconds, and any loop that could not be
+# captured), runs.tar.gz (the store, and each experiment's results.csv, claims.json,
+# config.json and figure) and logs.tar.gz (the logs and bench.json).
 #
 # On the device, from the repository root, with the wheels the image lacks carried in .whl
 # (pydantic, pydantic-core, annotated-types, typing-inspection, typing-extensions; see the
@@ -59,9 +60,10 @@ step 60 replay-m20-all $PY bench/bench_replay.py --device "$DEVICE" --m 20 --mod
 # id:seconds, the seconds the one-H100 model projects (docs/paper-scale.md, summary): the
 # packed Ghorbani grids first (the batched path never run on a GPU), then the Allen-Zhu
 # ensemble with its captured epochs, then the Bai & Lee experiments never completed.
-plan="ghorbani-mg-samples:37 ghorbani-qf-samples:39 ghorbani-qf-width:48 ghorbani-mg-width:72
-allenzhu-norm:101 bailee-landscape:57 bailee-higher-order:19 bailee-expressivity:30
-bailee-generalization:4"
+# PLAN overrides it (the first lease, 2026-11-28, ran the four Ghorbani ones: section 24).
+plan=${PLAN:-"ghorbani-mg-samples:37 ghorbani-qf-samples:39 ghorbani-qf-width:48
+ghorbani-mg-width:72 allenzhu-norm:101 bailee-landscape:57 bailee-higher-order:19
+bailee-expressivity:30 bailee-generalization:4"}
 for spec in $plan; do
     id=${spec%%:*}
     est=${spec##*:}
@@ -93,8 +95,22 @@ for cfg in sorted(pathlib.Path(sys.argv[1]).glob("*/config.json")):
           f"{t.get('compute_seconds', 0):.1f} | {c.get('work_units')} | {held} |")
 print(f"\n{c['versions']} on {c['device']}" if cfg else "no experiment ran")
 EOF
-cat "$OUT/summary.md"
-tar czf "$OUT/runs.tar.gz" -C "$STORE" --exclude='*.sqlite' --exclude='*.svg' \
-    --exclude='.*.lock' . && rm -rf "$STORE"
+# every stored unit's seconds and finish time: where an experiment's time went
+$PY - "$STORE/lazylab.sqlite" >>"$OUT/summary.md" <<'EOF'
+import sqlite3, sys
+print("\n| experiment | unit | seed | seconds | finished |\n|---|---|---|---|---|")
+try:
+    units = sqlite3.connect(sys.argv[1]).execute(
+        "select experiment, unit_key, seed_index, seconds, finished_at from units "
+        "order by finished_at").fetchall()
+except sqlite3.OperationalError:  # nothing stored
+    units = []
+for r in units:
+    print("| " + " | ".join(str(v) for v in r) + " |")
+EOF
+grep -h "runs eagerly" "$LOGS"/*.log | sort | uniq -c >>"$OUT/summary.md"
+head -n 40 "$OUT/summary.md"
+tar czf "$OUT/runs.tar.gz" -C "$STORE" --exclude='*.svg' --exclude='.*.lock' . \
+    && rm -rf "$STORE"
 tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$LOGS"
 echo "done in ${SECONDS} s; $(ls "$OUT")"

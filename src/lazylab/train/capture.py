@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 import torch
 
 __all__ = ["ENV", "GRAPH", "MIN_STEPS", "PROBES", "capture", "capture_works", "enabled",
-           "grid_probe_run", "probe_run", "same"]
+           "fell_back", "grid_probe_run", "probe_run", "same"]
 
 #: Environment switch: "0" runs every loop eagerly.
 ENV = "LAZYLAB_CAPTURE"
@@ -111,6 +112,13 @@ def capture(step: Callable[[], Any], device: torch.device,
         return out
 
     return replay
+
+
+def fell_back(kind: str, exc: BaseException) -> None:
+    """Say (once per kind and cause, as a RuntimeWarning) that a loop whose device passed the
+    probe could not be captured and runs eagerly: slower, with the same numbers."""
+    warnings.warn(f"CUDA graph capture of a {kind} loop failed ({type(exc).__name__}: {exc}); "
+                  f"it runs eagerly (same results, slower)", RuntimeWarning, stacklevel=3)
 
 
 def _timed(dev: torch.device, run: Callable[[], list[torch.Tensor]]

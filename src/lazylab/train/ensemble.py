@@ -329,7 +329,8 @@ def _train_chunk(step_grad, theta0: dict[str, torch.Tensor],
                 _capture_at(e, sched.epochs, len(perms[e]), sched.batch_size):
             try:
                 replay = _Replay(step_grad, chunk, X, Y, perms[e], lr, sched)
-            except Exception:  # noqa: BLE001 - an epoch that cannot be captured runs eagerly
+            except Exception as exc:  # noqa: BLE001 - an epoch that cannot be captured runs eagerly
+                cg.fell_back("grid", exc)
                 graphs = False
         ep = (replay(perms[e], lr) if replay is not None
               else _epoch(step_grad, chunk, X, Y, perms[e], lr, sched)).cpu()

@@ -387,7 +387,8 @@ def _train(kind: type[_Pack], first: list[torch.Tensor], second: list[torch.Tens
             try:
                 replay = cg.capture(one_step, device, (generator,),
                                     (pack.first, pack.second, pack.c))
-            except Exception:  # noqa: BLE001 - a step that cannot be captured runs eagerly
+            except Exception as exc:  # noqa: BLE001 - a step that cannot be captured runs eagerly
+                cg.fell_back("packed", exc)
                 graphs = False
         loss = replay() if replay is not None else one_step()
         if logged:
