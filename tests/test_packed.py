@@ -36,13 +36,16 @@ def one_by_one(W0, lr, *, train_second: bool, stream_seed: int):
     return net.W.detach(), (net.scale * net.a.detach()), float(net.c.detach()), hist.final_loss
 
 
-@pytest.fixture(params=[None, 9], ids=["one-chunk", "chunks-of-9-units"])
+@pytest.fixture(params=[None, 9, "sums"], ids=["one-chunk", "chunks-of-9-units", "segment-sums"])
 def chunked(request, monkeypatch):
     """The pack stepped whole, or in chunks of at most 9 hidden units (widths 2, 5, 9, 5,
     the 9 trained as D = 6 units (lazylab.train.rowspace) where the second layer is fixed:
     chunks [2, 5], [6 or 9], [5], after the divergence [2, 5], [6 or 9]; NT's 3, 6, 4:
-    [3, 6], [4])."""
-    if request.param is not None:
+    [3, 6], [4]), or whole with the per-member sums a GPU takes (packed.SEGMENT_SUMS: one
+    reduction per run of equal sizes, here runs of one member, and of three in the NaN test)."""
+    if request.param == "sums":
+        monkeypatch.setattr(packed, "SEGMENT_SUMS", True)
+    elif request.param is not None:
         monkeypatch.setattr(packed, "CPU_CHUNK_ELEMENTS", request.param * B)
     return request.param
 
@@ -222,6 +225,41 @@ def test_a_packed_step_dispatches_the_same_few_operations_for_any_number_of_memb
         counts.append(ops.n)
     assert counts[0] == counts[1]
     assert counts[0] <= {"NN": 14, "NN-both": 18, "NT": 15}[kind], counts
+
+
+@pytest.mark.parametrize("kind", ["NN", "NN-both", "NT"])
+def test_segment_sums_dispatch_no_index_add_and_one_reduction_per_run(kind, monkeypatch):
+    """The GPU's per-member sums (packed.SEGMENT_SUMS): no index_add (CUDA's deterministic one
+    sorts and adds each member's rows serially) and one sum per run of equal sizes, whatever
+    the members: widths 3, 3, 3, 5, 5 make two runs, as do 3, 5."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    monkeypatch.setattr(packed, "SEGMENT_SUMS", True)
+    cls = {"NN": packed._QuadPack, "NN-both": packed._QuadPackBoth, "NT": packed._NTPack}[kind]
+    for widths in ([3, 3, 3, 5, 5], [3, 5]):
+        G = len(widths)
+        g = torch.Generator().manual_seed(G)
+        first = [torch.randn(n, D, generator=g, dtype=torch.float64) for n in widths]
+        second = ([torch.ones(n, dtype=torch.float64) for n in widths] if kind != "NT"
+                  else [torch.zeros_like(w) for w in first])
+        pack = cls(first, second, torch.zeros(G, dtype=torch.float64),
+                   torch.full((G,), 0.01, dtype=torch.float64), list(range(G)), None)
+        X, y = sampler(B, g)
+        mult = torch.ones((), dtype=torch.float64)
+        pack.step(X, y, mult)
+        with Ops() as ops:
+            pack.step(X, y, mult)
+        assert not [n for n in ops.names if "index_add" in n or "index_put" in n], ops.names
+        assert sum(n.startswith("sum.") for n in ops.names) == 2 + (kind == "NN-both"), ops.names
 
 
 @pytest.mark.parametrize("kind", ["nn", "nt"])

@@ -14,8 +14,10 @@ size eta_j times the schedule's multiplier). One configuration at a time, a step
 small network is a few dozen kernel launches that each do little work. Here the G members
 share one stream of samples and their hidden units are concatenated into one (P, d) matrix,
 P = sum_j N_j: a step of all of them is two (NT: three) GEMMs and a few elementwise
-operations, whatever G is. Each member's output is a per-block sum (``index_add``, never a
-product with a 0/1 matrix), so a member that overflows leaves NaNs in its own block only.
+operations, whatever G is. Each member's output is a per-block sum, never a product with a
+0/1 matrix, so a member that overflows leaves NaNs in its own block only: ``index_add`` on a
+CPU; on a GPU one reduction per run of equal-sized members (:data:`SEGMENT_SUMS`), since
+CUDA's deterministic ``index_add`` accumulates each member's rows one after another.
 On a CPU the step runs over chunks of whole members (:data:`CPU_CHUNK_ELEMENTS`), so that its
 (rows, B) temporaries stay in cache; on a GPU the pack is one chunk. A member wider than d
 whose second layer is fixed trains as its exact d-unit equivalent
@@ -64,8 +66,8 @@ from lazylab.train import capture as cg
 from lazylab.train.meter import evaluation, loop_steps
 from lazylab.train.rowspace import RowSpace, reduce_rows
 
-__all__ = ["CPU_CHUNK_ELEMENTS", "ROW_ALIGN", "PackedQuadResult", "aligned_rows", "chunk_bounds",
-           "train_packed_nt", "train_packed_quad"]
+__all__ = ["CPU_CHUNK_ELEMENTS", "ROW_ALIGN", "SEGMENT_SUMS", "PackedQuadResult", "aligned_rows",
+           "chunk_bounds", "train_packed_nt", "train_packed_quad"]
 
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
 #: eval_fn(member index j, (first, second, c_j)) -> float: NN (W_j, a_j, c_j), NT (W_j, U_j, c_j).
@@ -103,6 +105,13 @@ class PackedQuadResult:
 #: On a GPU the pack is one chunk: there a step is bound by its launches. None: one chunk on a
 #: CPU as well (``bench_paper_scale.py`` counts a GPU's operations that way).
 CPU_CHUNK_ELEMENTS: int | None = 2 ** 21
+#: Per-member sums as one reduction per run of consecutive equal-sized members (a (k, N, B)
+#: view summed over N) instead of one ``index_add``. Under ``torch.use_deterministic_algorithms``
+#: (every lazylab run) CUDA's ``index_add`` becomes ``index_put_(accumulate=True)``, which sorts
+#: the row indices and adds each member's rows serially: at the mixture width grid's paper
+#: shapes (members up to 4500 rows) a step then took milliseconds on an H200 (docs/paper-scale.md,
+#: section 24). None: on CUDA devices only (a CPU's ``index_add`` is deterministic and one pass).
+SEGMENT_SUMS: bool | None = None
 #: Row stride of a pack's (P, d) matrices, in elements: d rounded up to a multiple of this, so
 #: that every row starts on a 64-byte line. The in-place update GEMM of the mixture grid at its
 #: paper shapes ((20,971 x 100) x (100 x 450) into W, one thread, MKL, Zen 3) ran at 30-35
@@ -128,6 +137,9 @@ class _Chunk:
         self.c_col = self.c.unsqueeze(1)
         self.second_col = self.second.unsqueeze(1) if self.second.dim() == 1 else self.second
         self._batch: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        segment = SEGMENT_SUMS if SEGMENT_SUMS is not None else self.c.device.type == "cuda"
+        self.runs = _equal_runs(torch.bincount(self.seg).tolist()) if segment else None
+        self._sums: dict[int, tuple[torch.Tensor, list[torch.Tensor]]] = {}
 
     def constants(self, B: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(4 step_j / B as a column (members, 1), ``c_scale`` x ones (B,)), made once per
@@ -142,7 +154,23 @@ class _Chunk:
             ) -> torch.Tensor:
         """c + scale x the per-member sums of Z's rows (members, B), minus y (B,) if given."""
         base = self.c_col - y if y is not None else self.c_col.repeat(1, Z.shape[1])
-        return base.index_add_(0, self.seg, Z, alpha=scale)
+        if self.runs is None:
+            return base.index_add_(0, self.seg, Z, alpha=scale)
+        return base.add_(self._segment_sums(Z), alpha=scale)
+
+    def _segment_sums(self, Z: torch.Tensor) -> torch.Tensor:
+        """The per-member sums of Z's rows, one reduction per run of equal-sized members
+        (:data:`SEGMENT_SUMS`), into a buffer made once per batch size."""
+        assert self.runs is not None
+        B = Z.shape[1]
+        if B not in self._sums:
+            buf = torch.empty(len(self.c), B, dtype=Z.dtype, device=Z.device)
+            self._sums[B] = (buf, [buf[m0:m0 + k] for m0, k, _ in self.runs])
+        buf, outs = self._sums[B]
+        parts = Z.split([k * n for _, k, n in self.runs])
+        for part, out, (_, k, n) in zip(parts, outs, self.runs, strict=True):
+            torch.sum(part.view(k, n, B), dim=1, out=out)
+        return buf
 
     def factor(self, r: torch.Tensor, mult: torch.Tensor) -> torch.Tensor:
         """2 step_j dL_j/df_j = (4 step_j / B) r_j, per member (members, B): what every
@@ -153,6 +181,22 @@ class _Chunk:
         """c_j -= c_scale step_j dL_j/dc_j = (c_scale/2) sum_b gs_{j,b}, as one
         matrix-vector product."""
         self.c.addmv_(gs, self.constants(gs.shape[1])[1], alpha=-0.5)
+
+
+def _equal_runs(sizes: Sequence[int]) -> list[tuple[int, int, int]]:
+    """(first member, members, rows each) of every run of consecutive equal sizes.
+
+    >>> _equal_runs([3, 3, 5, 5, 5, 3])
+    [(0, 2, 3), (2, 3, 5), (5, 1, 3)]
+    """
+    runs: list[tuple[int, int, int]] = []
+    for j, n in enumerate(sizes):
+        if runs and runs[-1][2] == n:
+            m0, k, _ = runs[-1]
+            runs[-1] = (m0, k + 1, n)
+        else:
+            runs.append((j, 1, n))
+    return runs
 
 
 def chunk_bounds(sizes: Sequence[int], rows: int | None) -> list[tuple[int, int]]:
