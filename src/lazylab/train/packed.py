@@ -167,6 +167,8 @@ class _Chunk:
             buf = torch.empty(len(self.c), B, dtype=Z.dtype, device=Z.device)
             self._sums[B] = (buf, [buf[m0:m0 + k] for m0, k, _ in self.runs])
         buf, outs = self._sums[B]
+        if len(self.runs) == 1:  # equal sizes (a step-size search): one view, one sum
+            return torch.sum(Z.view(len(buf), -1, B), dim=1, out=buf)
         parts = Z.split([k * n for _, k, n in self.runs])
         for part, out, (_, k, n) in zip(parts, outs, self.runs, strict=True):
             torch.sum(part.view(k, n, B), dim=1, out=out)
