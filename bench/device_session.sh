@@ -4,7 +4,9 @@
 # unmeasured experiments at paper scale as fit, one after another and alone on the card, so
 # that each wall time can be set against its projection (docs/paper-scale.md).
 #   1. the GEMM rates (float32, TF32) and the capture probes of both kinds of loop;
-#   2. what a launch costs eager and replayed from a CUDA graph (bench_replay.py) at a
+#   2. a packed Ghorbani step with CUDA's deterministic index_add against the sums over runs
+#      of equal-sized members that replaced it (bench_segment_sums.py; section 24);
+#      what a launch costs eager and replayed from a CUDA graph (bench_replay.py) at a
 #      launch-bound width of the Allen-Zhu grids (allenzhu-performance is within 10 minutes
 #      in the graph model while a replayed kernel costs at most 5.8 us; section 19);
 #   3. `lazylab reproduce ID --scale paper` for the batched experiments never run on a GPU,
@@ -55,6 +57,8 @@ if d.type == 'cuda':
     torch.backends.cuda.matmul.allow_tf32 = False
 print({k: cg.capture_works(str(d), k) for k in cg.PROBES})"
 if [ "$QUICK" = 1 ]; then epochs=13; scale=quick; else epochs=20; scale=paper; fi
+step 60 segment-sums $PY bench/bench_segment_sums.py --device "$DEVICE" \
+    --steps $((QUICK == 1 ? 3 : 50))
 step 60 replay-m20-all $PY bench/bench_replay.py --device "$DEVICE" --m 20 --mode all \
     --epochs "$epochs"
 # id:seconds, the seconds the one-H100 model projects (docs/paper-scale.md, summary): the
