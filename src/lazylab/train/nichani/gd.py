@@ -266,9 +266,13 @@ def train_taylor(train: TaylorFeatures, y: torch.Tensor, *, steps: int, lr: floa
         raise ValueError("noise_std > 0 needs a generator")
     B, m, d = len(lam), train.m, train.X.shape[1]
     ml, mq = _masks(terms, B, train.X)
-    W = torch.zeros(B, m, d, dtype=train.X.dtype, device=train.X.device)
+    # W (B, m, d) is a view of (B, d, m) storage, the layout of the gradient (formed as
+    # X^T G): the update then reads both in memory order (at the quick sizes, B = 7, m = 7000,
+    # d = 25, one thread: 0.45 ms against 3.8 ms with W contiguous), and X W^T is a product
+    # with no transposed operand.
+    W = torch.zeros(B, d, m, dtype=train.X.dtype, device=train.X.device).transpose(-1, -2)
     if W_init is not None:
-        W = W + W_init.to(W)
+        W.add_(W_init.to(W))
     y = y.to(train.X.dtype)
     n_logs = len({int(s) for s in log_steps if 0 <= int(s) <= steps})
     steps = loop_steps(steps, evaluations=n_logs)
@@ -292,7 +296,7 @@ def train_taylor(train: TaylorFeatures, y: torch.Tensor, *, steps: int, lr: floa
                                                     device=W.device, dtype=W.dtype)
         W.sub_(grad, alpha=lr)
     metrics = {k: np.stack(v) for k, v in out.items() if v}
-    return TaylorRun(np.array(logs), metrics, W)
+    return TaylorRun(np.array(logs), metrics, W.contiguous())
 
 
 def _log(out: dict[str, list[np.ndarray]], t: int, lr: float, f: torch.Tensor,
