@@ -107,3 +107,36 @@ def test_tf32_leaves_every_claim_verdict_of_the_capped_paper_scale_unchanged(exp
         claims = json.loads((out / exp.id / "claims.json").read_text())
         status[prec] = {c["id"]: c["status"] for c in claims}
     assert status["fp32"] == status["tf32"]
+
+
+@pytest.mark.parametrize("widths", [[180] * 4, [45, 45, 450, 450, 1200]])
+def test_packed_segment_sums_on_cuda_match_the_cpu_and_repeat(widths):
+    """The packed step's per-member sums on CUDA (one reduction per run of equal sizes,
+    lazylab.train.packed.SEGMENT_SUMS) give the CPU's index_add results to float64 rounding
+    and the same bits twice, deterministic algorithms on."""
+    from lazylab.train import packed
+
+    def run(device: str) -> list[torch.Tensor]:
+        g = torch.Generator().manual_seed(0)
+        first = [torch.randn(n, 32, generator=g, dtype=torch.float64) / 6 for n in widths]
+        second = [torch.ones(n, dtype=torch.float64) for n in widths]
+        G = len(widths)
+        pack = packed._QuadPack([w.to(device) for w in first], [a.to(device) for a in second],
+                                torch.zeros(G, dtype=torch.float64, device=device),
+                                torch.full((G,), 1e-3, dtype=torch.float64, device=device),
+                                list(range(G)))
+        X = torch.randn(64, 32, generator=g, dtype=torch.float64).to(device)
+        y = X[:, 0] ** 2
+        mult = torch.ones((), dtype=torch.float64, device=device)
+        losses = [pack.step(X, y, mult) for _ in range(5)]
+        return [t.cpu() for t in (*losses, pack.first, pack.c)]
+
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        cpu, gpu, again = run("cpu"), run("cuda"), run("cuda")
+    finally:
+        torch.use_deterministic_algorithms(was)
+    assert all(torch.equal(a, b) for a, b in zip(gpu, again, strict=True))
+    for a, b in zip(cpu, gpu, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
