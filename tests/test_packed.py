@@ -193,45 +193,9 @@ def test_packed_quad_log_equals_fit_log(chunked):
             [e["s"] for e in hist.evals], dtype=torch.float64), rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize("kind", ["NN", "NN-both", "NT"])
-def test_a_packed_step_dispatches_the_same_few_operations_for_any_number_of_members(kind):
-    """One chunk: a step's operations do not grow with the members (2 or 7), and after the
-    first step (which makes the per-batch constants) an NN step is 14 operations: two GEMMs,
-    the per-member sums and the elementwise work, no view of the parameters (a GPU pays each
-    operation eagerly)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Ops(TorchDispatchMode):
-        n = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.n += 1
-            return func(*args, **(kwargs or {}))
-
-    cls = {"NN": packed._QuadPack, "NN-both": packed._QuadPackBoth, "NT": packed._NTPack}[kind]
-    counts = []
-    for G in (2, 7):
-        g = torch.Generator().manual_seed(G)
-        first = [torch.randn(3 + j, D, generator=g, dtype=torch.float64) for j in range(G)]
-        second = ([torch.ones(len(w), dtype=torch.float64) for w in first] if kind != "NT"
-                  else [torch.zeros_like(w) for w in first])
-        pack = cls(first, second, torch.zeros(G, dtype=torch.float64),
-                   torch.full((G,), 0.01, dtype=torch.float64), list(range(G)), None)
-        X, y = sampler(B, g)
-        mult = torch.ones((), dtype=torch.float64)
-        pack.step(X, y, mult)
-        with Ops() as ops:
-            pack.step(X, y, mult)
-        counts.append(ops.n)
-    assert counts[0] == counts[1]
-    assert counts[0] <= {"NN": 14, "NN-both": 18, "NT": 15}[kind], counts
-
-
-@pytest.mark.parametrize("kind", ["NN", "NN-both", "NT"])
-def test_segment_sums_dispatch_no_index_add_and_one_reduction_per_run(kind, monkeypatch):
-    """The GPU's per-member sums (packed.SEGMENT_SUMS): no index_add (CUDA's deterministic one
-    sorts and adds each member's rows serially) and one sum per run of equal sizes, whatever
-    the members: widths 3, 3, 3, 5, 5 make two runs, as do 3, 5."""
+def _second_step_ops(kind: str, widths: list[int]) -> list[str]:
+    """The aten operations a pack of members of these widths dispatches in its second step
+    (the first makes the per-batch constants), one chunk."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Ops(TorchDispatchMode):
@@ -243,23 +207,43 @@ def test_segment_sums_dispatch_no_index_add_and_one_reduction_per_run(kind, monk
             self.names.append(func.__name__)
             return func(*args, **(kwargs or {}))
 
-    monkeypatch.setattr(packed, "SEGMENT_SUMS", True)
     cls = {"NN": packed._QuadPack, "NN-both": packed._QuadPackBoth, "NT": packed._NTPack}[kind]
-    for widths in ([3, 3, 3, 5, 5], [3, 5]):
-        G = len(widths)
-        g = torch.Generator().manual_seed(G)
-        first = [torch.randn(n, D, generator=g, dtype=torch.float64) for n in widths]
-        second = ([torch.ones(n, dtype=torch.float64) for n in widths] if kind != "NT"
-                  else [torch.zeros_like(w) for w in first])
-        pack = cls(first, second, torch.zeros(G, dtype=torch.float64),
-                   torch.full((G,), 0.01, dtype=torch.float64), list(range(G)), None)
-        X, y = sampler(B, g)
-        mult = torch.ones((), dtype=torch.float64)
+    G = len(widths)
+    g = torch.Generator().manual_seed(G)
+    first = [torch.randn(n, D, generator=g, dtype=torch.float64) for n in widths]
+    second = ([torch.ones(n, dtype=torch.float64) for n in widths] if kind != "NT"
+              else [torch.zeros_like(w) for w in first])
+    pack = cls(first, second, torch.zeros(G, dtype=torch.float64),
+               torch.full((G,), 0.01, dtype=torch.float64), list(range(G)), None)
+    X, y = sampler(B, g)
+    mult = torch.ones((), dtype=torch.float64)
+    pack.step(X, y, mult)
+    with Ops() as ops:
         pack.step(X, y, mult)
-        with Ops() as ops:
-            pack.step(X, y, mult)
-        assert not [n for n in ops.names if "index_add" in n or "index_put" in n], ops.names
-        assert sum(n.startswith("sum.") for n in ops.names) == 2 + (kind == "NN-both"), ops.names
+    return ops.names
+
+
+@pytest.mark.parametrize("kind", ["NN", "NN-both", "NT"])
+def test_a_packed_step_dispatches_the_same_few_operations_for_any_number_of_members(kind):
+    """One chunk: a step's operations do not grow with the members (2 or 7), and after the
+    first step (which makes the per-batch constants) an NN step is 14 operations: two GEMMs,
+    the per-member sums and the elementwise work, no view of the parameters (a GPU pays each
+    operation eagerly)."""
+    counts = [len(_second_step_ops(kind, [3 + j for j in range(G)])) for G in (2, 7)]
+    assert counts[0] == counts[1]
+    assert counts[0] <= {"NN": 14, "NN-both": 18, "NT": 15}[kind], counts
+
+
+@pytest.mark.parametrize("kind", ["NN", "NN-both", "NT"])
+def test_segment_sums_dispatch_no_index_add_and_one_reduction_per_run(kind, monkeypatch):
+    """The GPU's per-member sums (packed.SEGMENT_SUMS): no index_add (CUDA's deterministic one
+    sorts and adds each member's rows serially) and one sum per run of equal sizes, whatever
+    the members: widths 3, 3, 3, 5, 5 make two runs, as do 3, 5."""
+    monkeypatch.setattr(packed, "SEGMENT_SUMS", True)
+    for widths in ([3, 3, 3, 5, 5], [3, 5]):
+        names = _second_step_ops(kind, widths)
+        assert not [n for n in names if "index_add" in n or "index_put" in n], names
+        assert sum(n.startswith("sum.") for n in names) == 2 + (kind == "NN-both"), names
 
 
 @pytest.mark.parametrize("kind", ["nn", "nt"])
