@@ -138,7 +138,8 @@ class _Chunk:
         self.second_col = self.second.unsqueeze(1) if self.second.dim() == 1 else self.second
         self._batch: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         segment = SEGMENT_SUMS if SEGMENT_SUMS is not None else self.c.device.type == "cuda"
-        self.runs = _equal_runs(torch.bincount(self.seg).tolist()) if segment else None
+        self.runs = (_equal_runs(torch.bincount(self.seg, minlength=len(self.c)).tolist())
+                     if segment else None)
         self._sums: dict[int, tuple[torch.Tensor, list[torch.Tensor]]] = {}
 
     def constants(self, B: int) -> tuple[torch.Tensor, torch.Tensor]:
