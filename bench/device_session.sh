@@ -59,6 +59,8 @@ print({k: cg.capture_works(str(d), k) for k in cg.PROBES})"
 if [ "$QUICK" = 1 ]; then epochs=13; scale=quick; else epochs=20; scale=paper; fi
 step 60 segment-sums $PY bench/bench_segment_sums.py --device "$DEVICE" \
     --steps $((QUICK == 1 ? 3 : 50))
+step 60 segment-sums-test $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py \
+    -k segment_sums
 step 60 replay-m20-all $PY bench/bench_replay.py --device "$DEVICE" --m 20 --mode all \
     --epochs "$epochs"
 # id:seconds, the seconds the one-H100 model projects (docs/paper-scale.md, summary): the
