@@ -156,8 +156,9 @@ def test_host_bound_compares_host_work_with_the_launches(monkeypatch, ops, host,
 
 def test_gpu_paths_count_the_one_chunk_pack(monkeypatch):
     """Under :func:`gpu_paths` a packed trainer steps its pack as one chunk on a CPU too (as on
-    a GPU): the operations counted are those of one chunk, fewer than the CPU's chunked step
-    launches; the CPU's setting comes back afterwards."""
+    a GPU), its per-member sums one reduction per run of equal sizes (packed.SEGMENT_SUMS, as
+    on a GPU): the operations counted are those of that step, fewer than the CPU's chunked
+    step launches; the CPU's settings come back afterwards."""
     from lazylab.train import packed
 
     def ops() -> int:
@@ -182,7 +183,9 @@ def test_gpu_paths_count_the_one_chunk_pack(monkeypatch):
         one = ops()
         assert gd.CPU_COLUMNS is None  # Nichani's GD: every hidden unit at once
     assert packed.CPU_CHUNK_ELEMENTS == 5 * 8 and gd.CPU_COLUMNS == cols is not None
+    assert packed.SEGMENT_SUMS is None
     monkeypatch.setattr(packed, "CPU_CHUNK_ELEMENTS", 10**9)  # one chunk by size
+    monkeypatch.setattr(packed, "SEGMENT_SUMS", True)  # the GPU's per-member sums
     assert one == ops() < chunked
 
 
