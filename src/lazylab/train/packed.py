@@ -108,8 +108,8 @@ CPU_CHUNK_ELEMENTS: int | None = 2 ** 21
 #: Per-member sums as one reduction per run of consecutive equal-sized members (a (k, N, B)
 #: view summed over N) instead of one ``index_add``. Under ``torch.use_deterministic_algorithms``
 #: (every lazylab run) CUDA's ``index_add`` becomes ``index_put_(accumulate=True)``, which sorts
-#: the row indices and adds each member's rows serially: at the mixture width grid's paper
-#: shapes (members up to 4500 rows) a step then took milliseconds on an H200 (docs/paper-scale.md,
+#: the row indices and adds each member's rows serially, which fits the first H200 lease: the
+#: mixture width grid (members up to 4500 rows) stored no unit in 193 s (docs/paper-scale.md,
 #: section 24). None: on CUDA devices only (a CPU's ``index_add`` is deterministic and one pass).
 SEGMENT_SUMS: bool | None = None
 #: Row stride of a pack's (P, d) matrices, in elements: d rounded up to a multiple of this, so
