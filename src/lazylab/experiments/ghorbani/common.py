@@ -50,7 +50,8 @@ the trace part of M at once and the offset that centres it 4N times slower, and 
 above R0 before it falls (at d = 450, N = 180: 1.17 R0 after 4000 steps, still 1.05 after
 1.1 x 10^5).  The offset therefore steps at ``nt_offset_lr_scale(N)`` = 2N times the step of
 U, which puts c's step times curvature at half the trace direction's: a preconditioner of the
-same linear model, as the paper's "SGD" leaves the parametrization open.
+same linear model: Sec. 4 of the paper says only that NT is trained by SGD with a step size
+from a grid, not how the offset steps.
 """
 
 from __future__ import annotations
