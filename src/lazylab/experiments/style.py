@@ -123,7 +123,11 @@ def finish(ax: Axes, *, xlabel: str | None = None, ylabel: str = r"$R/R_0$",
            ylim: tuple[float, float] | None = None, title: str | None = None,
            legend_loc: str = "best") -> None:
     """Axis labels, limits, title and a legend with a key telling markers (simulations) from
-    lines (theory); a single-panel figure gets it beside the axes, never over a curve."""
+    lines (theory); a single-panel figure gets it beside the axes, never over a curve.
+
+    A single-panel figure is laid out here. A figure of several panels is laid out once, by
+    its ``plot`` after the last panel (``fig.tight_layout()``): a layout per panel would
+    measure every panel's text again each time, and only the last one counts."""
     if xlabel is not None:
         ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -141,7 +145,8 @@ def finish(ax: Axes, *, xlabel: str | None = None, ylabel: str = r"$R/R_0$",
         return
     if handles:
         ax.legend(handles=handles + _key(ax), loc=legend_loc, fontsize=9, frameon=False)
-    ax.figure.tight_layout()
+    if len(ax.figure.axes) == 1:
+        ax.figure.tight_layout()
 
 
 def _key(ax: Axes) -> list:

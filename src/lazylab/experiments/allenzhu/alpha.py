@@ -181,4 +181,5 @@ class Alpha(Experiment):
                    title=f"({panel}) N = {getattr(p, nkey)}, alpha = {p.alpha:g} "
                          f"[paper selection]")
             ax.legend(fontsize=7)
+        fig.tight_layout()
         return fig

@@ -367,6 +367,7 @@ class Performance(Experiment):
                    title=f"({panel}) N = {getattr(p, nkey)}, {mode} layers vs kernels "
                          f"[paper selection: best test error]")
             ax.legend(fontsize=6, ncol=2)
+        fig.tight_layout()
         return fig
 
 

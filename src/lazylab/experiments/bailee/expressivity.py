@@ -325,4 +325,5 @@ class Expressivity(Experiment):
             ax.set_xscale("log")
             ax.set_yscale("log")
             finish(ax, xlabel="width m", ylabel=r"$\|W_*\|_{2,4}^4$" if i == 0 else "")
+        fig.tight_layout()
         return fig

@@ -277,4 +277,5 @@ class HigherOrder(Experiment):
             ax.set_yscale("log")
             finish(ax, xlabel="pairs m", ylabel=r"mean $|\cdot|$" if k == p.ks[0] else "",
                    title=f"order k = {k} ({p.activation})")
+        fig.tight_layout()
         return fig

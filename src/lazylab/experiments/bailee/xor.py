@@ -473,4 +473,5 @@ class Xor(Experiment):
         finish(ax, xlabel="dimension d", ylabel=r"$n^*$",
                title=rf"$n^*$ (MSE, $\tilde L$ $\leq$ {p.target:g}); slope $\pm$ 99.7% CI;"
                      "\ndotted: $d^2$, $d$")
+        fig.tight_layout()
         return fig
