@@ -136,8 +136,21 @@ def krawtchouk_table(d: int) -> torch.Tensor:
 
 
 def _chi(X: torch.Tensor, S: Sequence[Sequence[int]]) -> torch.Tensor:
-    """(N, len(S)) matrix chi_S(x_n) for +-1 inputs X."""
-    return torch.stack([X[:, list(s)].prod(dim=1) for s in S], dim=1)
+    """(N, len(S)) matrix chi_S(x_n) for +-1 inputs X.
+
+    The sets of one size are gathered and multiplied together, one product per size (the
+    same products in the same order as set by set)."""
+    out = X.new_empty(X.shape[0], len(S))
+    by_size: dict[int, list[int]] = {}
+    for j, s in enumerate(S):
+        by_size.setdefault(len(s), []).append(j)
+    for k, cols in by_size.items():
+        if k == 0:
+            out[:, cols] = 1.0
+            continue
+        idx = torch.tensor([list(S[j]) for j in cols], dtype=torch.long, device=X.device)
+        out[:, cols] = X[:, idx].prod(dim=2)
+    return out
 
 
 @dataclass
