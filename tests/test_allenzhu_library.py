@@ -458,13 +458,16 @@ def test_grid_predict_chunks_rows_by_memory(monkeypatch):
     torch.testing.assert_close(chunked, whole, rtol=1e-12, atol=1e-12)
 
 
-def test_characters_of_mixed_set_sizes_equal_their_products():
+def test_characters_of_mixed_set_sizes_equal_their_products(monkeypatch):
     """_chi gathers the sets of one size together: the same numbers as set by set, on
     non-+-1 inputs too (so the order of each product matters), with the empty set as 1."""
+    from lazylab.kernels import walsh
     from lazylab.kernels.walsh import _chi
 
     g = torch.Generator().manual_seed(3)
     X = torch.randn(40, 7, generator=g, dtype=torch.float64)
     sets = [(2,), (0, 5), (), (1, 3, 6), (4,), (6, 0), (0, 1, 2, 3)]
     want = torch.stack([X[:, list(s)].prod(dim=1) for s in sets], dim=1)
+    assert torch.equal(_chi(X, sets), want)
+    monkeypatch.setattr(walsh, "_CHI_SETS", 1)      # one set a gather: the chunked path
     assert torch.equal(_chi(X, sets), want)

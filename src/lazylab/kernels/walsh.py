@@ -138,8 +138,9 @@ def krawtchouk_table(d: int) -> torch.Tensor:
 def _chi(X: torch.Tensor, S: Sequence[Sequence[int]]) -> torch.Tensor:
     """(N, len(S)) matrix chi_S(x_n) for +-1 inputs X.
 
-    The sets of one size are gathered and multiplied together, one product per size (the
-    same products in the same order as set by set)."""
+    The sets of one size are gathered and multiplied together, up to ``_CHI_SETS`` at a time
+    (the same products in the same order as set by set; the gathered (N, sets, |S|) block
+    stays at most |S| times the output's columns for those sets)."""
     out = X.new_empty(X.shape[0], len(S))
     by_size: dict[int, list[int]] = {}
     for j, s in enumerate(S):
@@ -148,9 +149,15 @@ def _chi(X: torch.Tensor, S: Sequence[Sequence[int]]) -> torch.Tensor:
         if k == 0:
             out[:, cols] = 1.0
             continue
-        idx = torch.tensor([list(S[j]) for j in cols], dtype=torch.long, device=X.device)
-        out[:, cols] = X[:, idx].prod(dim=2)
+        for lo in range(0, len(cols), _CHI_SETS):
+            part = cols[lo:lo + _CHI_SETS]
+            idx = torch.tensor([list(S[j]) for j in part], dtype=torch.long, device=X.device)
+            out[:, part] = X[:, idx].prod(dim=2)
     return out
+
+
+#: Sets of one size gathered at once by :func:`_chi`.
+_CHI_SETS = 256
 
 
 @dataclass
