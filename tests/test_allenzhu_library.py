@@ -17,8 +17,10 @@ from lazylab.data.hierarchical import (
     t1_reference_levels,
     t2_reference_levels,
 )
+from lazylab.kernels import walsh
 from lazylab.kernels.walsh import (
     FourierSystem,
+    _chi,
     best_risk,
     cube_points,
     dot_product_spectrum,
@@ -461,9 +463,6 @@ def test_grid_predict_chunks_rows_by_memory(monkeypatch):
 def test_characters_of_mixed_set_sizes_equal_their_products(monkeypatch):
     """_chi gathers the sets of one size together: the same numbers as set by set, on
     non-+-1 inputs too (so the order of each product matters), with the empty set as 1."""
-    from lazylab.kernels import walsh
-    from lazylab.kernels.walsh import _chi
-
     g = torch.Generator().manual_seed(3)
     X = torch.randn(40, 7, generator=g, dtype=torch.float64)
     sets = [(2,), (0, 5), (), (1, 3, 6), (4,), (6, 0), (0, 1, 2, 3)]

@@ -135,6 +135,10 @@ def krawtchouk_table(d: int) -> torch.Tensor:
     return T
 
 
+#: Sets of one size gathered at once by :func:`_chi`.
+_CHI_SETS = 256
+
+
 def _chi(X: torch.Tensor, S: Sequence[Sequence[int]]) -> torch.Tensor:
     """(N, len(S)) matrix chi_S(x_n) for +-1 inputs X.
 
@@ -155,9 +159,6 @@ def _chi(X: torch.Tensor, S: Sequence[Sequence[int]]) -> torch.Tensor:
             out[:, part] = X[:, idx].prod(dim=2)
     return out
 
-
-#: Sets of one size gathered at once by :func:`_chi`.
-_CHI_SETS = 256
 
 
 @dataclass
