@@ -7,6 +7,7 @@ standard errors; slopes within 3 SE of the fit plus a stated finite-width allowa
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -394,3 +395,11 @@ def test_column_blocks_step_equals_the_whole_step(monkeypatch, cols):
         for a, b in zip(got, ref, strict=True):
             torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
     assert calls == [cols, cols]
+    # the same workspace with other features: their blocks, not the cached ones
+    other = dataclasses.replace(feats, D1=2.0 * feats.D1, D2=-0.5 * feats.D2)
+    monkeypatch.setattr(gd, "CPU_COLUMNS", None)
+    ref = [t.clone() for t in taylor_step_grad(other, W, y, lam, r3, ml=ml, mq=mq, work={})]
+    monkeypatch.setattr(gd, "CPU_COLUMNS", cols)
+    got = taylor_step_grad(other, W, y, lam, r3, ml=ml, mq=mq, work=work)
+    for a, b in zip(got, ref, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)

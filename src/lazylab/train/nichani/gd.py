@@ -144,24 +144,48 @@ def _step_grad_blocks(feats: TaylorFeatures, W: torch.Tensor, y: torch.Tensor,
     f_Q and T = D2 * Z block by block (T kept), then the pull-back weights and GEMM 2. Each
     block's (B, n, cols) intermediates stay in cache, where the whole arrays' elementwise
     passes stream through memory (docs/paper-scale.md, section 22); f_L and f_Q are sums of
-    the blocks' sums (the same up to rounding)."""
+    the blocks' sums (the same up to rounding). The blocks of D1, D2 and T are contiguous
+    copies kept in ``work`` (:func:`_column_blocks`): column slices of the (n, m) arrays cost
+    the elementwise passes a fifth of a step more (docs/paper-scale.md, section 26)."""
     X, m = feats.X, feats.m
-    T = _buf(work, "T", (*W.shape[:-2], feats.n, m), X)
-    assert T is not None
+    lead = tuple(W.shape[:-2])
     blocks = [slice(a, min(a + cols, m)) for a in range(0, m, cols)]
-    fl, fq = (X.new_zeros(*W.shape[:-2], feats.n) for _ in range(2))
-    for b in blocks:
+    d1, d2, ts = _column_blocks(feats, blocks, lead, work)
+    fl, fq = (X.new_zeros(*lead, feats.n) for _ in range(2))
+    for b, d1b, d2b, tb in zip(blocks, d1, d2, ts, strict=True):
         Z = torch.matmul(X, W[..., b, :].transpose(-1, -2))
-        Tb = torch.mul(Z, feats.D2[:, b], out=T[..., b])
-        fl.add_((Z * feats.D1[:, b]).sum(-1))
-        fq.add_((Tb * Z).sum(-1))
+        torch.mul(Z, d2b, out=tb)
+        fl.add_((Z * d1b).sum(-1))
+        fq.add_((tb * Z).sum(-1))
     f, cl, cq = _output_factors(fl, fq.mul_(0.5), y, feats.n, lam3, r3, ml, mq)
-    out = _buf(work, "grad", (*W.shape[:-2], X.shape[1], m), X)
+    out = _buf(work, "grad", (*lead, X.shape[1], m), X)
     assert out is not None
-    for b in blocks:
-        G = T[..., b].mul_(cq.unsqueeze(-1)).addcmul_(feats.D1[:, b], cl.unsqueeze(-1))
-        out[..., b].copy_(torch.matmul(X.T, G))
+    cq, cl = cq.unsqueeze(-1), cl.unsqueeze(-1)
+    for b, d1b, tb in zip(blocks, d1, ts, strict=True):
+        torch.matmul(X.T, tb.mul_(cq).addcmul_(d1b, cl), out=out[..., b])
     return out.transpose(-1, -2), f, fl
+
+
+def _column_blocks(feats: TaylorFeatures, blocks: list[slice], lead: tuple[int, ...],
+                   work: dict[str, torch.Tensor]
+                   ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+    """Contiguous column blocks of D1 and D2 (copied once per ``feats``) and of the T
+    workspace (lead + (n, block)), cached in ``work`` under "D1:j", "D2:j", "T:j"."""
+    if work.get("D1:src") is not feats.D1 or work.get("D2:src") is not feats.D2:
+        for k in [k for k in work if k[:3] in ("D1:", "D2:")]:
+            del work[k]
+        work["D1:src"], work["D2:src"] = feats.D1, feats.D2
+    d1, d2, ts = [], [], []
+    for j, b in enumerate(blocks):
+        for name, src, acc in (("D1", feats.D1, d1), ("D2", feats.D2, d2)):
+            key = f"{name}:{j}"
+            if key not in work:
+                work[key] = src[:, b].contiguous()
+            acc.append(work[key])
+        t = _buf(work, f"T:{j}", (*lead, feats.n, b.stop - b.start), feats.X)
+        assert t is not None
+        ts.append(t)
+    return d1, d2, ts
 
 
 def _forward_terms(Z: torch.Tensor, D1: torch.Tensor, D2: torch.Tensor
