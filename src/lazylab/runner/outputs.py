@@ -9,11 +9,13 @@ are written with ``repr`` so that reading them back with ``float`` gives the sam
 from __future__ import annotations
 
 import csv
+import functools
 import glob
 import io
 import json
 import math
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,8 +25,8 @@ from lazylab.errors import StoreFault
 if TYPE_CHECKING:
     from lazylab.experiments.base import Results
 
-__all__ = ["OUTPUT_FILES", "atomic_write", "experiment_dirs", "read_results", "save_figure",
-           "temp_path", "write_json", "write_results_csv"]
+__all__ = ["OUTPUT_FILES", "atomic_write", "experiment_dirs", "plain_log_ticks", "read_results",
+           "save_figure", "temp_path", "write_json", "write_results_csv"]
 
 #: Per-experiment outputs that a fresh run replaces (config.json is rewritten separately).
 OUTPUT_FILES = ("results.csv", "claims.json", "{id}.png", "{id}.svg")
@@ -132,11 +134,85 @@ def write_json(path: Path, obj: Any) -> None:
     atomic_write(path, json.dumps(_json_safe(obj), indent=2, allow_nan=False) + "\n")
 
 
+_SUPERSCRIPT = str.maketrans("0123456789-", "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077"
+                             "\u2078\u2079\u207b")
+_MATH_POWER = re.compile(r"\$\\mathdefault\{(-?)(?:([0-9.]+)\\times)?([0-9.]+)\^\{(-?[0-9]+)\}\}\$")
+
+
+def plain_power(label: str) -> str:
+    r"""A log-axis tick label of matplotlib's mathtext (``$\mathdefault{10^{-2}}$``,
+    ``$\mathdefault{2\times10^{1}}$``) as plain text with Unicode superscripts ("10⁻²",
+    "2×10¹"); any other label unchanged.
+
+    >>> plain_power(r"$\mathdefault{10^{-2}}$"), plain_power("0.5")
+    ('10⁻²', '0.5')
+    """
+    m = _MATH_POWER.fullmatch(label)
+    if m is None:
+        return label
+    sign, coeff, base, exponent = m.groups()
+    return f"{sign}{coeff + chr(0xD7) if coeff else ''}{base}{exponent.translate(_SUPERSCRIPT)}"
+
+
+def plain_log_ticks(fig: Any) -> None:
+    """Give every log axis of ``fig`` tick labels in plain text (:func:`plain_power`).
+
+    Matplotlib writes them as mathtext, which it parses with a pure-Python grammar once per
+    label, dpi and renderer: a fifth of the quick suite's figure drawing (12 of 56 CPU-s for
+    1013 parses), for labels that plain text sets the same way. Only the default
+    ``LogFormatterSciNotation`` formatters are wrapped; an axis with its own formatter keeps it.
+    """
+    from matplotlib.ticker import LogFormatterSciNotation
+
+    plain = _plain_log_formatter()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for get, put in ((axis.get_major_formatter, axis.set_major_formatter),
+                             (axis.get_minor_formatter, axis.set_minor_formatter)):
+                f = get()
+                if type(f) is LogFormatterSciNotation:
+                    put(plain(f))
+
+
+@functools.cache
+def _plain_log_formatter() -> type:
+    """The formatter class of :func:`plain_log_ticks` (made on first use: matplotlib is
+    imported only by commands that draw)."""
+    from matplotlib.ticker import Formatter
+
+    class PlainLogFormatter(Formatter):
+        """A log formatter's labels through :func:`plain_power`; its tick selection (which
+        minor ticks get labels) is the wrapped formatter's."""
+
+        def __init__(self, inner: Formatter):
+            self.inner = inner
+
+        def set_axis(self, axis: Any) -> None:
+            super().set_axis(axis)
+            self.inner.set_axis(axis)
+
+        def set_locs(self, locs: Any) -> None:
+            self.inner.set_locs(locs)
+
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            return plain_power(self.inner(x, pos))
+
+        def format_data(self, value: float) -> str:
+            return self.inner.format_data(value)
+
+        def format_data_short(self, value: float) -> str:
+            return self.inner.format_data_short(value)
+
+    return PlainLogFormatter
+
+
 def save_figure(fig: Any, folder: Path, stem: str, *, dpi: int = 150) -> None:
     """Save ``fig`` as ``folder/stem.png`` and ``.svg``, each atomically (a temporary file,
     then a rename); a fixed hash salt and no date keep the SVG identical across identical
-    runs."""
+    runs. Log-axis tick labels are written as plain text first (:func:`plain_log_ticks`)."""
     import matplotlib.pyplot as plt
+
+    plain_log_ticks(fig)
 
     with plt.rc_context({"svg.hashsalt": "lazylab"}):
         for fmt, kw in (("png", {"dpi": dpi}), ("svg", {"metadata": {"Date": None}})):
