@@ -395,6 +395,13 @@ def test_column_blocks_step_equals_the_whole_step(monkeypatch, cols):
         for a, b in zip(got, ref, strict=True):
             torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
     assert calls == [cols, cols]
+    # the same workspace with the other block size: its own blocks
+    other_cols = 13 if cols == 7 else 7
+    monkeypatch.setattr(gd, "CPU_COLUMNS", other_cols)
+    got = taylor_step_grad(feats, W, y, lam, r3, ml=ml, mq=mq, work=work)
+    for a, b in zip(got, ref, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    monkeypatch.setattr(gd, "CPU_COLUMNS", cols)
     # the same workspace with other features: their blocks, not the cached ones
     other = dataclasses.replace(feats, D1=2.0 * feats.D1, D2=-0.5 * feats.D2)
     monkeypatch.setattr(gd, "CPU_COLUMNS", None)

@@ -108,8 +108,8 @@ def _heavy_ball(params: torch.Tensor, grads: torch.Tensor, buf: torch.Tensor | N
                 lr: float, momentum: float) -> torch.Tensor | None:
     """torch.optim.SGD's step (dampening 0) on flat buffers: B <- mu B + grad (B = grad at
     the first step), theta <- theta - lr B (theta <- theta - lr grad without momentum), in
-    place; returns the buffer. The same operations, in the same order, as SGD's per-tensor
-    update, on one tensor: 2-3 dispatches a step instead of SGD's 3 per parameter."""
+    place; returns the buffer. The same arithmetic, in the same order, as SGD's per-tensor
+    update, as one to three operations on one tensor."""
     if momentum == 0:
         params.add_(grads, alpha=-lr)
         return None

@@ -170,19 +170,21 @@ def _column_blocks(feats: TaylorFeatures, blocks: list[slice], lead: tuple[int, 
                    work: dict[str, torch.Tensor]
                    ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
     """Contiguous column blocks of D1 and D2 (copied once per ``feats``) and of the T
-    workspace (lead + (n, block)), cached in ``work`` under "D1:j", "D2:j", "T:j"."""
+    workspace (lead + (n, block)), cached in ``work`` under "D1:a:b", "D2:a:b", "T:a:b" for
+    the columns a:b (so another partition never reads a block of this one)."""
     if work.get("D1:src") is not feats.D1 or work.get("D2:src") is not feats.D2:
         for k in [k for k in work if k[:3] in ("D1:", "D2:")]:
             del work[k]
         work["D1:src"], work["D2:src"] = feats.D1, feats.D2
     d1, d2, ts = [], [], []
-    for j, b in enumerate(blocks):
+    for b in blocks:
+        cols = f"{b.start}:{b.stop}"
         for name, src, acc in (("D1", feats.D1, d1), ("D2", feats.D2, d2)):
-            key = f"{name}:{j}"
+            key = f"{name}:{cols}"
             if key not in work:
                 work[key] = src[:, b].contiguous()
             acc.append(work[key])
-        t = _buf(work, f"T:{j}", (*lead, feats.n, b.stop - b.start), feats.X)
+        t = _buf(work, f"T:{cols}", (*lead, feats.n, b.stop - b.start), feats.X)
         assert t is not None
         ts.append(t)
     return d1, d2, ts
