@@ -67,7 +67,7 @@ from lazylab.runner.params import coerce
 from lazylab.runner.spec import RunSpec, WorkGroup, plan_groups
 from lazylab.train.meter import Segment, StepMeter, capped, extrapolate, per_evaluation, per_step
 
-#: float32 GEMM throughput of the lent H100 (8192^3, TF32 off), flop/s (docs/paper-scale.md).
+#: float32 GEMM throughput of an H100 80GB HBM3 (8192^3, TF32 off), flop/s, as measured there.
 H100_FLOPS = 51.5e12
 #: TF32 GEMM throughput assumed for the experiments whose paper scale declares TF32
 #: (``Experiment.precision``): 4x the measured float32 rate, about 40% of the H100 SXM's

@@ -15,7 +15,7 @@ with the number of steps capped, this measures in one run on the device at hand:
 * the compute-bound floor: flop x steps / the GEMM throughput measured here;
 * a one-H100 model of the same steps: max(operations x LAUNCH_SECONDS, flop / H100_FLOPS)
   per step (a step is bound by its launches or its arithmetic, whichever is slower), with the
-  constants measured on the lent H100s (docs/paper-scale.md).
+  constants measured on an H100 (bench/_projection.py).
 
 Run: ``.venv/bin/python bench/bench_paper_scale.py [--steps 20] [--device cpu|cuda]
 [--threads 1]``. Recorded in ``runs/bench.json`` under ``paper_scale``.
@@ -224,9 +224,7 @@ BENCHES: list[tuple[str, Callable[..., Row]]] = [
     ("ghorbani-mg-width", ghorbani_width), ("allenzhu-performance", allenzhu_grid)]
 
 
-#: Complete paper-scale runs measured on a lent H100 (docs/paper-scale.md, sections 1, 3, 5,
-#: 7): wall seconds, and how the GPU was shared then.
-#: Rows measured on an H100 (docs/paper-scale.md), all in float32 (TF32 off): seconds, how
+#: Rows measured on an H100 (docs/paper-scale/measured.json), all in float32 (TF32 off): seconds, how
 #: the card was shared, and the paper parameters they ran with where today's differ (the model
 #: is checked against a row only in a projection with those parameters, ``--set``, and at
 #: its float32 rate, ``h100_fp32``, where the experiment declares TF32 since).

@@ -12,9 +12,9 @@ device at hand, and their ratio:
 * ``widths``: the NN grid of ``ghorbani-mg-width`` (15 widths from 45 to 4500, 4 step sizes
   each: 60 members, 63,756 units).
 
-Each time is the best of three runs of ``--steps`` steps after a warm step. The first H200
-lease (docs/paper-scale.md, section 24) saw a samples step take about 206 us where the model
-priced 134-140, and the width grid store no unit in 193 s.
+Each time is the best of three runs of ``--steps`` steps after a warm step. On an H200 with
+``index_add`` a samples step took about 206 us where the model priced 134-140, and the width
+grid stored no unit in 193 s.
 
 Run: ``.venv/bin/python bench/bench_segment_sums.py [--device cuda] [--steps 50]
 [--threads 1]``. Recorded

@@ -27,7 +27,7 @@ SCRIPT: str = _module.SCRIPT
 
 # Quick defaults whose peak is well above the interpreter's (bailee-xor, -landscape,
 # -expressivity, allenzhu-kernel-bound: their larger settings take 35-75 s and were measured
-# once, 0.85-1.22, docs/paper-scale.md), and larger settings where the arrays dominate.
+# once, 0.85-1.22), and larger settings where the arrays dominate.
 QUICK = ["allenzhu-kernel-bound", "bailee-coupling", "bailee-expressivity", "bailee-landscape",
          "bailee-xor"]
 

@@ -101,22 +101,22 @@ class PackedQuadResult:
 #: of whole members of at most this many hidden units x batch, so that the step's
 #: elementwise temporaries (8 MB in float32) stay in the last-level cache instead of streaming
 #: through memory: at the Ghorbani width grids' paper shapes a sixth less CPU time a step on
-#: a quiet machine, a quarter beside another job (docs/paper-scale.md, section 14).
+#: a quiet machine, a quarter beside another job (``bench/bench_paper_scale.py --part ratios``).
 #: On a GPU the pack is one chunk: there a step is bound by its launches. None: one chunk on a
 #: CPU as well (``bench_paper_scale.py`` counts a GPU's operations that way).
 CPU_CHUNK_ELEMENTS: int | None = 2 ** 21
 #: Per-member sums as one reduction per run of consecutive equal-sized members (a (k, N, B)
 #: view summed over N) instead of one ``index_add``. Under ``torch.use_deterministic_algorithms``
 #: (every lazylab run) CUDA's ``index_add`` becomes ``index_put_(accumulate=True)``, which sorts
-#: the row indices and adds each member's rows serially, which fits the first H200 lease: the
-#: mixture width grid (members up to 4500 rows) stored no unit in 193 s (docs/paper-scale.md,
-#: section 24). None: on CUDA devices only (a CPU's ``index_add`` is deterministic and one pass).
+#: the row indices and adds each member's rows serially: with members of up to 4500 rows the
+#: mixture width grid's step is bound by that serial sum (``bench/bench_segment_sums.py``).
+#: None: on CUDA devices only (a CPU's ``index_add`` is deterministic and one pass).
 SEGMENT_SUMS: bool | None = None
 #: Row stride of a pack's (P, d) matrices, in elements: d rounded up to a multiple of this, so
 #: that every row starts on a 64-byte line. The in-place update GEMM of the mixture grid at its
 #: paper shapes ((20,971 x 100) x (100 x 450) into W, one thread, MKL, Zen 3) ran at 30-35
-#: GFLOP/s on rows of 450 floats and at 53-60 on rows 464 apart (docs/paper-scale.md, section
-#: 23). None: contiguous rows.
+#: GFLOP/s on rows of 450 floats and at 53-60 on rows 464 apart (``bench/bench_paper_scale.py
+#: --part ratios``). None: contiguous rows.
 ROW_ALIGN: int | None = 16
 
 

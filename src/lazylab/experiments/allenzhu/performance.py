@@ -218,7 +218,7 @@ class Performance(Experiment):
         "lrs": decade_grid(-4, 0), "n_val": 500, "n_test": 20000, "panels": ["a", "b"],
         "wds": [0.0, 1e-5, 1e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2],
         "max_group": 150}}
-    est_seconds = {"quick": 35.0, "paper": 6 * 3600.0}
+    est_seconds = {"quick": 35.0}
     robustness_axes = {"epochs": [300, 400, 600], "n_test": [1000, 2000, 4000]}
     smoke = {"d": 10, "widths": [8], "epochs": 2, "n_all": 100, "n_hidden": 100,
              "n_val": 100, "n_test": 400, "lrs": [0.05], "wds": [0.0],

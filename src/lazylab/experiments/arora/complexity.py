@@ -147,9 +147,8 @@ class _ComplexityPanel(Experiment):
                   "log_points": 60, "mc_draws": 4},
     }
     default_seeds = {"quick": 2, "paper": 1}
-    # quick measured: 9.2 s of unit compute, 13 s wall (loaded 2-core machine); paper: <= 6 x
-    # 50000 GD steps on a GPU
-    est_seconds = {"quick": 15.0, "paper": 3600.0}
+    # quick measured: 9.2 s of unit compute, 13 s wall (loaded 2-core machine)
+    est_seconds = {"quick": 15.0}
     #: GEMM-bound at paper scale (full-batch GD / the CNN's Taylor model): TF32 on a GPU.
     precision = {"paper": "tf32"}
     # n_train is not an axis: Lemma 5.3 needs m >= poly(n), and at m = 2000 the bound is

@@ -135,9 +135,7 @@ class _ConvergencePanel(Experiment):
     default_seeds = {"quick": 1, "paper": 1}
     # quick: 24 s of CPU measured (3 x 4.9 s symmetric + 3 x 2.8 s Gaussian at m = 2000, 0.5 s
     # of H(0) draws); wall time is several times that when other jobs load the 2 cores.
-    # paper: ~12 ms per GD step on one H100, 3 x 20000 steps, plus the float64 eigh of H_inf
-    # and of 4 H(0) draws.
-    est_seconds = {"quick": 30.0, "paper": 1200.0}
+    est_seconds = {"quick": 30.0}
     #: GEMM-bound at paper scale (full-batch GD / the CNN's Taylor model): TF32 on a GPU.
     precision = {"paper": "tf32"}
     robustness_axes = {"n_train": [128, 192, 256], "width": [1000, 2000, 3000],

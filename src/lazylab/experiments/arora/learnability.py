@@ -146,8 +146,8 @@ class Learnability(Experiment):
     }
     default_seeds = {"quick": 1, "paper": 1}
     # quick measured: 35-43 s of unit compute, 41-51 s wall on the loaded 2-core machine (21 s
-    # of CPU); paper: <= 4 x 20000 GD steps on a GPU
-    est_seconds = {"quick": 35.0, "paper": 1200.0}
+    # of CPU)
+    est_seconds = {"quick": 35.0}
     #: GEMM-bound at paper scale (full-batch GD at n = m = 10^4, as arora-convergence and
     #: -complexity): TF32 on a GPU. H-infinity and sqrt(y^T H^-1 y) stay in float64; TF32
     #: rounds the GD products' inputs to 10-bit mantissas (relative 5e-4), which moves the

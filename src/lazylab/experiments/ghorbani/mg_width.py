@@ -103,7 +103,7 @@ class MGWidth(WidthExperiment):
         "tail_fraction": 0.1, "theory_draws": 0, "chunk": 20_000,
         "lr_factors": [0.5, 1.0, 2.0, 4.0]}}
     default_seeds = {"quick": 1, "paper": 1}
-    est_seconds = {"quick": 17.0, "paper": 14400.0}
+    est_seconds = {"quick": 17.0}
     robustness_axes = {"d": [20, 30, 45], "target_seed": [100, 101, 102]}
     smoke = {"d": 12, "rho_min": 0.25, "rho_max": 3.0, "n_widths": 4, "rf_samples": 6000,
              "rf_reps": 2, "nt_reps": 2, "nt_samples": 6000, "test_samples": 2000,

@@ -93,7 +93,7 @@ class QFWidth(WidthExperiment):
         "tail_fraction": 0.075, "theory_draws": 0, "chunk": 20_000,
         "lr_factors": [0.5, 1.0, 2.0, 4.0]}}
     default_seeds = {"quick": 1, "paper": 1}
-    est_seconds = {"quick": 25.0, "paper": 18000.0}
+    est_seconds = {"quick": 25.0}
     robustness_axes = {"d": [30, 40, 50], "target_seed": [100, 101, 102]}
     smoke = {"d": 12, "rho_min": 0.25, "rho_max": 3.0, "n_widths": 4, "rf_samples": 6000,
              "rf_reps": 2, "nt_reps": 2, "nt_samples": 4000, "test_samples": 2000,

@@ -152,10 +152,7 @@ class MlpScaling(Experiment):
     #: slopes 1.33-2.20); the pooled fit of three passes for all 120 three-seed subsets
     #: (docs/protocols/nichani-mlp-scaling.md).
     default_seeds = {"quick": 3, "paper": 1}
-    #: paper: the units' compute times summed, measured on an H100 (2026-11-23): 1988 s
-    #: (d = 10 ... 100: 570, 355, 396, 262, 222, 184 s; launch-bound, so the small d with
-    #: the most n values cost most), 592 s wall with six workers on the one GPU.
-    est_seconds = {"quick": 40.0, "paper": 2000.0}
+    est_seconds = {"quick": 40.0}
     robustness_axes = {"lr": [0.04, 0.05, 0.06], "threshold": [0.08, 0.1, 0.12]}
     smoke = {"ds": [4, 5], "i_grid": [1.0, 4.0], "steps": 30, "n_test": 200}
     claim_statements = {

@@ -131,7 +131,7 @@ class Regularizer(Experiment):
                                       "lam3": [0.0, 0.01, 0.1, 1.0, 10.0, 100.0],
                                       "n_test": 10_000, "log_points": 60}}
     default_seeds = {"quick": 1, "paper": 5}
-    est_seconds = {"quick": 80.0, "paper": 400.0}
+    est_seconds = {"quick": 80.0}
     robustness_axes = {"d": [20, 25, 30], "m": [6000, 7000, 8000]}
     smoke = {"d": 8, "m": 100, "steps": 30, "n_test": 200, "log_points": 5}
     claim_statements = {

@@ -119,9 +119,7 @@ class TaylorExperiment(Experiment):
                                       "n_train": 10_000, "n_test": 2000, "epochs": 100,
                                       "lr": 5e-3}}
     default_seeds = {"quick": 1, "paper": 1}
-    #: paper: projected from the measured 2-epoch paper-size run on an H100 (2026-11-23,
-    #: tests/test_cuda.py): ~25 s an epoch for the three models together, 100 epochs.
-    est_seconds = {"quick": 50.0, "paper": 2600.0}
+    est_seconds = {"quick": 50.0}
     #: GEMM-bound at paper scale (full-batch GD / the CNN's Taylor model): TF32 on a GPU.
     precision = {"paper": "tf32"}
     robustness_axes = {"lr": [0.004, 0.005, 0.006], "n_train": [1600, 2000, 2400]}

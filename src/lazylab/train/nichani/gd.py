@@ -143,10 +143,10 @@ def _step_grad_blocks(feats: TaylorFeatures, W: torch.Tensor, y: torch.Tensor,
     """:func:`taylor_step_grad` over blocks of ``cols`` hidden units, in two passes: Z, f_L,
     f_Q and T = D2 * Z block by block (T kept), then the pull-back weights and GEMM 2. Each
     block's (B, n, cols) intermediates stay in cache, where the whole arrays' elementwise
-    passes stream through memory (docs/paper-scale.md, section 22); f_L and f_Q are sums of
+    passes stream through memory (``bench/bench_nichani_step.py``); f_L and f_Q are sums of
     the blocks' sums (the same up to rounding). The blocks of D1, D2 and T are contiguous
     copies kept in ``work`` (:func:`_column_blocks`): column slices of the (n, m) arrays cost
-    the elementwise passes a fifth of a step more (docs/paper-scale.md, section 26)."""
+    the elementwise passes a fifth of a step more (``bench/bench_nichani_step.py``)."""
     X, m = feats.X, feats.m
     lead = tuple(W.shape[:-2])
     blocks = [slice(a, min(a + cols, m)) for a in range(0, m, cols)]
