@@ -224,10 +224,10 @@ BENCHES: list[tuple[str, Callable[..., Row]]] = [
     ("ghorbani-mg-width", ghorbani_width), ("allenzhu-performance", allenzhu_grid)]
 
 
-#: Rows measured on an H100 (docs/paper-scale/measured.json), all in float32 (TF32 off): seconds, how
-#: the card was shared, and the paper parameters they ran with where today's differ (the model
-#: is checked against a row only in a projection with those parameters, ``--set``, and at
-#: its float32 rate, ``h100_fp32``, where the experiment declares TF32 since).
+#: Rows measured on an H100 (docs/paper-scale/measured.json), all in float32 (TF32 off):
+#: seconds, how the card was shared, and the paper parameters they ran with where today's
+#: differ (the model is checked against a row only in a projection with those parameters,
+#: ``--set``, and at its float32 rate, ``h100_fp32``, where the experiment declares TF32 since).
 MEASURED_H100: dict[str, tuple[float, str, dict[str, str]]] = {
     "arora-spectrum": (22, "12 processes on the card", {}),
     "bailee-coupling": (95, "12 processes on the card", {}),
@@ -237,10 +237,21 @@ MEASURED_H100: dict[str, tuple[float, str, dict[str, str]]] = {
     "nichani-regularizer": (330, "alone", {}),
     # one sample size at a time (before n_batch)
     "nichani-mlp-scaling": (592, "6 workers", {"n_batch": "1"}),
-    # section 3, alone on the card (section 5's 31 s ran beside six GPU jobs and eleven CPU
-    # processes)
+    # alone on the card (31 s beside six GPU jobs and eleven CPU processes)
     "nichani-spectrum": (0.9, "alone", {}),
 }
+#: Complete paper-scale runs, with their device and wall time (docs/paper-scale.md's table).
+MEASURED_RUNS = Path(__file__).resolve().parents[1] / "docs" / "paper-scale" / "measured.json"
+
+
+def measured_cpu(exp_id: str) -> tuple[float, str] | None:
+    """(wall seconds, device) of a complete paper-scale run of ``exp_id`` on a CPU, if any."""
+    if not MEASURED_RUNS.is_file():
+        return None
+    for r in json.loads(MEASURED_RUNS.read_text())["runs"]:
+        if r["id"] == exp_id and r["device"].startswith("CPU"):
+            return float(r["wall_seconds"]), r["device"]
+    return None
 ESTIMATES = Path(__file__).resolve().parents[1] / "src" / "lazylab" / "experiments" / \
     "paper_estimates.json"
 
@@ -284,7 +295,8 @@ def projection_table(a: argparse.Namespace, device: torch.device,
     print(f"\nprojection at paper scale: training loops capped at {a.cap} and {2 * a.cap} steps, "
           f"up to {a.sample} groups sampled, {a.limit:.0f} s limit a piece")
     print(f"{'experiment':<22} {'groups':>6} {'smpl':>4} {'loops':>5} {'GFLOP':>10} "
-          f"{'Mops':>8} {'here':>9} {'H100 model':>10} {'graphs':>9} {'measured':>9} "
+          f"{'Mops':>8} {device.type + ' here':>9} {'H100 model':>10} {'graphs':>9} "
+          f"{'measured':>9} "
           f"{'ratio':>6}")
     out: dict[str, Any] = {}
     overrides = parse_overrides(a.set)
@@ -311,6 +323,11 @@ def projection_table(a: argparse.Namespace, device: torch.device,
               f"{_dur(tot.h100_graph):>9} {_dur(meas[0]) if meas else '':>9} {ratio}"
               f"{'' if pr.exact else '  (~ loops)'}"
               f"   [{time.perf_counter() - t0:.0f} s]")
+        cpu_run = measured_cpu(exp_id) if device.type == "cpu" else None
+        if cpu_run:
+            print(f"    {exp_id} on this CPU: projected {_dur(tot.wall)}, measured "
+                  f"{_dur(cpu_run[0])} ({cpu_run[1]}), measured / projected "
+                  f"{cpu_run[0] / max(tot.wall, 1e-9):.2f}")
         if tot.h100_fp32 != tot.h100:
             print(f"    {exp_id} on the model in float32 (TF32 off): {_dur(tot.h100_fp32)}")
         if meas:
