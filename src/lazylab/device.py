@@ -30,8 +30,9 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["resolve_device", "set_memory_budget", "memory_budget", "block_elems",
-           "row_blocks", "blocked_rows", "CPU_BLOCK_BYTES", "gpu_block_bytes"]
+__all__ = ["resolve_device", "check_device", "available_devices", "set_memory_budget",
+           "memory_budget", "block_elems", "row_blocks", "blocked_rows", "CPU_BLOCK_BYTES",
+           "gpu_block_bytes"]
 
 #: Default bytes per block on CPU: 256 MiB.
 CPU_BLOCK_BYTES = 1 << 28
@@ -51,6 +52,50 @@ def resolve_device(name: str = "auto") -> torch.device:
                              "use --device cpu or auto")
         return torch.device("cuda")
     raise ValueError(f"device must be one of auto, cpu, cuda; got {name!r}")
+
+
+def available_devices() -> list[str]:
+    """The devices this process can compute on: ``"cpu"``, then ``"cuda:0"``, ``"cuda:1"``,
+    ... for each visible CUDA GPU, then ``"mps"`` where Apple's backend is available."""
+    out = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())
+                     if torch.cuda.is_available()]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        out.append("mps")
+    return out
+
+
+def check_device(device: torch.device | str, name: str = "device") -> torch.device:
+    """``device`` as a ``torch.device`` that exists here, else one ValueError naming the
+    parameter ``name`` and the devices that are available.
+
+    Accepts ``"auto"`` (as :func:`resolve_device`), ``"cpu"``, ``"cuda"``, ``"cuda:i"``,
+    ``"mps"`` or a ``torch.device``. torch itself answers ``torch.device("cuda")`` on a machine
+    without CUDA only when the first tensor is placed, with a bare ``AssertionError``.
+
+    >>> check_device("cpu")
+    device(type='cpu')
+    """
+    if isinstance(device, str) and device == "auto":
+        return resolve_device("auto")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        dev = None
+    if dev is not None and dev.type == "cpu":
+        return dev
+    have = available_devices()
+    ok = dev is not None and (
+        (dev.type == "cuda" and torch.cuda.is_available()
+         and (dev.index or 0) < torch.cuda.device_count())
+        or (dev.type == "mps" and "mps" in have))
+    if not ok:
+        why = ("; torch sees no CUDA GPU here" if dev is not None and dev.type == "cuda"
+               and not torch.cuda.is_available() else "")
+        raise ValueError(f"{name} must be 'auto' or an available device ({', '.join(have)}); "
+                         f"got {device!r}{why}")
+    assert dev is not None
+    return dev
 
 
 def set_memory_budget(budget_bytes: int | None) -> None:

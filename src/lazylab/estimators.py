@@ -34,11 +34,11 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from lazylab.device import memory_budget
+from lazylab.device import check_device, memory_budget
 from lazylab.models.random_features import RandomFeatures
 from lazylab.solve import kernel_regression, lstsq
 from lazylab.solve.direct import kernel_ridge
-from lazylab.solve.kernel_solver import make_kernel
+from lazylab.solve.kernel_solver import check_kernel_finite, make_kernel
 
 __all__ = ["RandomFeaturesRegressor", "KernelRegressor"]
 
@@ -50,6 +50,45 @@ def _numpy(A: Any) -> Any:
     return A.detach().cpu().numpy() if isinstance(A, torch.Tensor) else A
 
 
+def _numeric_targets(y: Any) -> Any:
+    """y as float64 when it holds text or objects, else unchanged; ValueError naming y when
+    an entry is not a number.
+
+    ``validate_data(y_numeric=True)`` converts only object arrays; an array of strings would
+    reach torch and fail there with a TypeError about numpy dtypes.
+    """
+    if y is None:  # validate_data says that y is required
+        return y
+    arr = np.asarray(y) if not hasattr(y, "dtype") else y
+    if getattr(getattr(arr, "dtype", None), "kind", "f") not in "USO":  # text or objects
+        return y
+    try:
+        return np.asarray(arr, dtype=np.float64)
+    except (TypeError, ValueError):
+        flat = np.asarray(arr).ravel()
+        bad = next((v for v in flat if not _is_number(v)), flat[0] if flat.size else None)
+        bad = bad.item() if isinstance(bad, np.generic) else bad  # 'a', not np.str_('a')
+        raise ValueError(f"y must hold numbers (these are regression targets); got dtype "
+                         f"{arr.dtype} with the entry {bad!r}") from None
+
+
+def _is_number(v: Any) -> bool:
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _finite(out: torch.Tensor, what: str) -> torch.Tensor:
+    """``out`` unchanged when every entry is finite, else a ValueError naming X: a kernel or
+    feature map that overflowed on X's scale gives NaN or inf, never a silent prediction."""
+    if not bool(torch.isfinite(out).all()):
+        raise ValueError(f"X is too large for this model: {what} is not finite (overflow on "
+                         "X's scale); rescale X, e.g. with sklearn's StandardScaler")
+    return out
+
+
 class _TorchRegressor(RegressorMixin, BaseEstimator):
     """Validation, tags and the tensor-in / tensor-out rule shared by the regressors."""
 
@@ -59,9 +98,9 @@ class _TorchRegressor(RegressorMixin, BaseEstimator):
         return tags
 
     def _fit_data(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
-        X, y = validate_data(self, _numpy(X), _numpy(y), multi_output=True, y_numeric=True,
-                             dtype=np.float64)
-        return X, y
+        X, y = validate_data(self, _numpy(X), _numeric_targets(_numpy(y)), multi_output=True,
+                             y_numeric=True, dtype=np.float64)
+        return X, np.asarray(y, dtype=np.float64)
 
     def _predict_data(self, X: Any) -> np.ndarray:
         check_is_fitted(self)
@@ -124,8 +163,9 @@ class RandomFeaturesRegressor(_TorchRegressor):
         """Draw the features and solve the ridge least-squares problem for a (and c)."""
         if float(self.ridge) < 0:
             raise ValueError(f"ridge must be >= 0; got {self.ridge!r}")
+        dev = check_device(self.device)
         Xn, yn = self._fit_data(X, y)
-        dev, dt = torch.device(self.device), self._dtype()
+        dt = self._dtype()
         Xt = torch.tensor(Xn, dtype=dt, device=dev)
         yt = torch.tensor(yn, dtype=dt, device=dev)
         gen = torch.Generator(device=dev).manual_seed(int(self.seed))
@@ -149,6 +189,7 @@ class RandomFeaturesRegressor(_TorchRegressor):
                 if self.fit_intercept:
                     assert model.c is not None  # bias=self.fit_intercept above
                     model.c.copy_(intercept)
+        _finite(coef, "the least-squares solution on the random features of X")
         self.model_, self._coef, self._intercept = model, coef, intercept
         self.coef_ = coef.detach().cpu().numpy()
         ic = intercept.detach().cpu().numpy()
@@ -161,7 +202,7 @@ class RandomFeaturesRegressor(_TorchRegressor):
         Xt = torch.tensor(Xn, dtype=self._coef.dtype, device=self._coef.device)
         with torch.no_grad():
             out = self.model_.features(Xt) @ self._coef + self._intercept
-        return self._out(out, X)
+        return self._out(_finite(out, "the prediction"), X)
 
 
 class KernelRegressor(_TorchRegressor):
@@ -224,15 +265,18 @@ class KernelRegressor(_TorchRegressor):
         """Solve for the coefficients alpha (y may be (n,) or (n, k))."""
         if float(self.ridge) < 0:
             raise ValueError(f"ridge must be >= 0; got {self.ridge!r}")
+        dev = check_device(self.device)
         Xn, yn = self._fit_data(X, y)
-        dev = torch.device(self.device)
         Xt = torch.tensor(Xn, device=dev)
         yt = torch.tensor(yn, device=dev)
         self._kfn = make_kernel(self.kernel, activation=self.activation, trained=self.trained,
                                 bandwidth=self.bandwidth)
         self.solver_ = self._choose(len(Xt))
         if self.solver_ == "direct":
-            self.alpha_ = kernel_ridge(self._kfn(Xt, None), yt, ridge=float(self.ridge))
+            check_kernel_finite(self._kfn, Xt, dtype=torch.float64)
+            K = _finite(self._kfn(Xt, None), "the kernel matrix k(X, X)")
+            self.alpha_ = _finite(kernel_ridge(K, yt, ridge=float(self.ridge)),
+                                  "the solution of (K + ridge I) alpha = y")
             self.fit_ = None
             self.n_iter_ = 1  # one factorization
         else:
@@ -254,7 +298,7 @@ class KernelRegressor(_TorchRegressor):
             for w in caught:
                 if "did not reach tol" not in str(w.message):
                     warnings.warn(w.message, w.category, stacklevel=2)
-            self.alpha_ = self.fit_.alpha
+            self.alpha_ = _finite(self.fit_.alpha, "the solution of (K + ridge I) alpha = y")
             self.n_iter_ = max(1, self.fit_.info.iterations)
         self._X = Xt
         return self
@@ -270,4 +314,4 @@ class KernelRegressor(_TorchRegressor):
             out = torch.cat([self._kfn(Xt[i:i + rows], self._X) @ self.alpha_
                              for i in range(0, len(Xt), rows)]) if len(Xt) else \
                 torch.zeros((0, *self.alpha_.shape[1:]), dtype=torch.float64)
-        return self._out(out, X)
+        return self._out(_finite(out, "the kernel between X and the training inputs"), X)

@@ -38,6 +38,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, jvp, vjp
 
+from lazylab.kernels._module_checks import check_chunk, check_deterministic, check_tensor_output
+
 __all__ = ["NTKOperator"]
 
 
@@ -46,13 +48,16 @@ class NTKOperator:
 
     Parameters
     ----------
-    net : a module whose output on a batch of n inputs has n entries ((n,) or (n, 1)).
-    X : (n, ...) inputs.
+    net : a module whose output on a batch of n inputs is one tensor of n entries ((n,) or
+        (n, 1)), deterministic: dropout, batch normalization and RReLU must be in eval mode
+        (:func:`lazylab.kernels._module_checks.check_deterministic`).
+    X : (n, ...) inputs, n >= 1; cast to the dtype and device of the net's parameters, as
+        :func:`lazylab.kernels.empirical_ntk` does.
     trained : the parameters differentiated: a group name (``"all"``, ``"first"``, ...,
         :mod:`lazylab.models.groups`) or a list of parameter names, as for
         :func:`lazylab.kernels.empirical_ntk`.
-    chunk : rows per forward/backward pass (default: all; lower it when the activations of n
-        rows do not fit in memory).
+    chunk : rows per forward/backward pass, a positive integer (default None: all; lower it
+        when the activations of n rows do not fit in memory).
 
     Attributes
     ----------
@@ -63,18 +68,37 @@ class NTKOperator:
                  chunk: int | None = None):
         from lazylab.kernels.empirical import trained_names
 
-        self.net, self.X = net, X
+        if not isinstance(net, nn.Module):
+            raise ValueError(f"net must be a torch.nn.Module; got {type(net).__name__}")
+        check_deterministic(net, "NTKOperator")
+        step = check_chunk(chunk)
+        self.net = net
         self.names = trained_names(net, trained)
         tensors = dict(net.named_parameters()) | dict(net.named_buffers())
         self._all = {k: v.detach() for k, v in tensors.items()}
         self._theta = tuple(self._all[k] for k in self.names)
-        self.n = int(X.shape[0])
-        self.chunk = self.n if chunk is None else max(1, int(chunk))
-        self.device, self.dtype = X.device, self._theta[0].dtype
-        out = self._f(self._theta, X[:1])
+        self.device, self.dtype = self._theta[0].device, self._theta[0].dtype
+        self.X = self._inputs(X, "X")
+        self.n = int(self.X.shape[0])
+        self.chunk = self.n if step is None else step
+        out = check_tensor_output(
+            functional_call(net, self._all, (self.X[:1],)), "NTKOperator").reshape(-1)
         if out.numel() != 1:
             raise ValueError(f"NTKOperator needs one output per input; net gives "
                              f"{tuple(out.shape)} for one input (flatten or pick an output)")
+
+    def _inputs(self, T: Any, name: str) -> torch.Tensor:
+        """``T`` checked (a floating-point tensor with at least one row, rows shaped like X's)
+        and cast to the net's dtype and device."""
+        if not isinstance(T, torch.Tensor) or T.ndim < 1 or not T.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point torch tensor with examples along "
+                             f"dim 0; got {getattr(T, 'shape', type(T).__name__)}")
+        if T.shape[0] == 0:
+            raise ValueError(f"{name} must have at least one row; got shape {tuple(T.shape)}")
+        if name != "X" and T.shape[1:] != self.X.shape[1:]:
+            raise ValueError(f"{name} must have the per-example shape of X "
+                             f"{tuple(self.X.shape[1:])}; got {tuple(T.shape[1:])}")
+        return T.to(device=self.device, dtype=self.dtype)
 
     def _f(self, theta: tuple[torch.Tensor, ...], X: torch.Tensor) -> torch.Tensor:
         params = {**self._all, **dict(zip(self.names, theta, strict=True))}
@@ -111,8 +135,12 @@ class NTKOperator:
 
     @torch.no_grad()
     def cross(self, Z: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
-        """K(Z, X) alpha = J_Z (J_X^T alpha), for alpha of shape (n,) or (n, k)."""
-        return self._columns(alpha, lambda a: self._j(Z, self._jt(self.X, a)))
+        """K(Z, X) alpha = J_Z (J_X^T alpha), for alpha of shape (n,) or (n, k); Z is cast
+        like X."""
+        Zc = self._inputs(Z, "Z")
+        if alpha.shape[0] != self.n:
+            raise ValueError(f"alpha must have {self.n} rows; got shape {tuple(alpha.shape)}")
+        return self._columns(alpha, lambda a: self._j(Zc, self._jt(self.X, a)))
 
     def __matmul__(self, V: torch.Tensor) -> torch.Tensor:
         return self.matmul(V)

@@ -269,8 +269,18 @@ class TaylorModel(nn.Module):
             raise ValueError(f"U must be a tensor or a mapping with keys among {self.wrt}")
         return dict(U)
 
+    def _cast(self, X: torch.Tensor) -> torch.Tensor:
+        """Floating-point X in the base model's dtype and on its device, as
+        :func:`lazylab.kernels.empirical_ntk` casts its inputs (a float32 batch for a float64
+        model would otherwise fail inside a matmul); other inputs (indices) unchanged."""
+        ref = next(self.base.parameters(), None)
+        if ref is None or not isinstance(X, torch.Tensor) or not X.is_floating_point():
+            return X
+        return X.to(device=ref.device, dtype=ref.dtype)  # the same tensor when they match
+
     def _terms(self, X: torch.Tensor, dirs: Mapping[str, torch.Tensor],
                order: int) -> list[torch.Tensor]:
+        X = self._cast(X)
         if self.path == "closed_form":
             assert isinstance(self.base, TwoLayerNet)  # the closed form is only chosen for one
             return self.base.taylor_terms(X, dirs.get("W"), order, delta_a=dirs.get("a"),
@@ -321,7 +331,7 @@ class TaylorModel(nn.Module):
         params: dict[str, torch.Tensor] = dict(self.base.named_parameters())
         for k, v in dirs.items():
             params[k] = params[k] + t * v
-        return functional_call(self.base, params, (X,))
+        return functional_call(self.base, params, (self._cast(X),))
 
     def extra_repr(self) -> str:
         return f"order={self.order}, terms={self.orders}, wrt={self.wrt}, path={self.path}"

@@ -41,6 +41,7 @@ Example
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -52,12 +53,17 @@ from lazylab.device import block_elems
 from lazylab.kernels import gaussian_kernel, nngp, ntk
 from lazylab.solve._linalg import as_matrix, check_ridge
 from lazylab.solve.cg import CGInfo, kernel_ridge_cg
+from lazylab.solve.progress import ProgressLog, estimate_cg_cost
 
 __all__ = ["BlockedKernel", "NystromPreconditioner", "KernelRegression", "kernel_regression",
-           "make_kernel", "operator_regression", "KERNELS"]
+           "make_kernel", "operator_regression", "check_kernel_finite", "KERNELS",
+           "WARN_SECONDS"]
 
 KernelFn = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 KERNELS = ("ntk", "nngp", "gaussian")
+#: A solve estimated to take longer than this many seconds warns before it starts and prints
+#: progress (:func:`kernel_regression`'s ``warn_seconds`` default).
+WARN_SECONDS = 60.0
 
 
 def make_kernel(kernel: str | KernelFn, *, activation: str = "relu", trained: str = "first",
@@ -80,6 +86,33 @@ def make_kernel(kernel: str | KernelFn, *, activation: str = "relu", trained: st
         return partial(gaussian_kernel, bandwidth=bandwidth)
     raise ValueError(f"kernel must be one of {', '.join(KERNELS)} or a callable (X, Z) -> K; "
                      f"got {kernel!r}")
+
+
+def check_kernel_finite(kernel: KernelFn, X: torch.Tensor, *, dtype: torch.dtype,
+                        name: str = "X", probe: int = 8) -> None:
+    """Refuse inputs whose kernel is not finite in ``dtype``, before any solve.
+
+    X itself must be finite in ``dtype`` (1e39 overflows float32). The kernel is then
+    evaluated on the ``probe`` rows of largest and of smallest norm: the closed-form kernels
+    grow with the norms (k(x, x) = |x|^2 k(e, e) for the relu NTK; the Gaussian kernel forms
+    |x|^2 + |z|^2 - 2 x.z), so an overflow shows there first; for a PSD kernel,
+    |k(x, z)| <= sqrt(k(x, x) k(z, z)) bounds every other entry by these diagonals.
+    """
+    Xd = X.to(dtype)
+    if not bool(torch.isfinite(Xd).all()):
+        raise ValueError(f"{name} must be finite in {dtype}; its largest entry "
+                         f"{float(X.abs().max()):.3g} overflows it (max "
+                         f"{torch.finfo(dtype).max:.3g}); rescale {name}, e.g. with sklearn's "
+                         "StandardScaler")
+    # norms of X / max|X|, so that the ranking and the reported norm do not overflow
+    scale = float(X.abs().max()) if X.numel() else 1.0
+    norms = torch.linalg.vector_norm(X.double() / (scale or 1.0), dim=1) * (scale or 1.0)
+    k = min(int(probe), len(norms))
+    idx = torch.cat([norms.topk(k).indices, norms.topk(k, largest=False).indices]).unique()
+    if not bool(torch.isfinite(kernel(Xd[idx], None)).all()):
+        raise ValueError(f"{name} is too large for this kernel: k(x, x) overflows {dtype} at "
+                         f"its rows of largest norm ({float(norms.max()):.3g}); rescale {name}, "
+                         "e.g. with sklearn's StandardScaler")
 
 
 def _tile_side(device: torch.device, budget_bytes: int | None, scratch: int = 3) -> int:
@@ -285,7 +318,9 @@ def kernel_regression(X: torch.Tensor, y: torch.Tensor, *, kernel: str | KernelF
                       tile: int | None = None, budget_bytes: int | None = None,
                       generator: torch.Generator | None = None,
                       device: torch.device | str | None = None,
-                      callback: Callable[[int, float], None] | None = None) -> KernelRegression:
+                      callback: Callable[[int, float], None] | None = None,
+                      warn_seconds: float | None = None,
+                      progress: bool | None = None) -> KernelRegression:
     """Kernel ridge(less) regression by Nystrom-preconditioned CG over kernel tiles.
 
     Parameters
@@ -303,6 +338,14 @@ def kernel_regression(X: torch.Tensor, y: torch.Tensor, *, kernel: str | KernelF
     generator : draws the Nystrom landmarks (required when rank > 0).
     device : where tiles are evaluated (default X's device).
     callback : callback(iteration, relative residual) after every CG iteration.
+    warn_seconds : before the solve, one tile is timed and the whole solve estimated
+        (:func:`lazylab.solve.progress.estimate_cg_cost`); above ``warn_seconds`` (default
+        :data:`WARN_SECONDS`, a minute) a RuntimeWarning gives the estimate.
+    progress : print a progress line to stderr about every 30 s of predicted time
+        (:class:`lazylab.solve.progress.ProgressLog`); None: when the estimate is above
+        ``warn_seconds``.
+
+    Inputs whose kernel overflows ``block_dtype`` are refused (:func:`check_kernel_finite`).
 
     Returns
     -------
@@ -320,6 +363,9 @@ def kernel_regression(X: torch.Tensor, y: torch.Tensor, *, kernel: str | KernelF
     if not isinstance(y, torch.Tensor) or y.shape[0] != op.n:
         raise ValueError(f"y must be a tensor with {op.n} rows (one per row of X)")
     Y = y.to(device=op.device, dtype=torch.float64)
+    check_kernel_finite(kfn, X, dtype=block_dtype)
+    log = _announce(op, max_iter=max_iter, rank=rank, columns=Y.numel() // max(1, op.n),
+                    warn_seconds=warn_seconds, progress=progress)
     # (rank > 0 implies a generator, checked above.)
     pre = NystromPreconditioner.build(op, rank, ridge=ridge, generator=generator) \
         if rank > 0 and generator is not None else None
@@ -327,12 +373,34 @@ def kernel_regression(X: torch.Tensor, y: torch.Tensor, *, kernel: str | KernelF
 
     def cb(it: int, rel: float) -> None:
         residuals.append(rel)
+        if log is not None:
+            log(it, rel)
         if callback is not None:
             callback(it, rel)
 
     alpha, info = kernel_ridge_cg(op.matmul, Y, ridge=ridge, tol=tol, max_iter=max_iter,
                                   preconditioner=pre, return_info=True, callback=cb)
     return KernelRegression(alpha, info, op, pre.rank if pre is not None else 0, residuals)
+
+
+def _announce(op: BlockedKernel, *, max_iter: int, rank: int, columns: int,
+              warn_seconds: float | None, progress: bool | None) -> ProgressLog | None:
+    """Estimate the solve, warn when it passes ``warn_seconds``, and return the progress
+    log to attach (None: no progress lines)."""
+    limit = WARN_SECONDS if warn_seconds is None else float(warn_seconds)
+    if not limit >= 0:
+        raise ValueError(f"warn_seconds must be a number >= 0 or None; got {warn_seconds!r}")
+    est = estimate_cg_cost(op, max_iter=max_iter, rank=rank, columns=columns)
+    long = est.total_seconds > limit
+    if long:
+        # stacklevel 3: the caller of kernel_regression
+        warnings.warn(f"kernel_regression: this solve is estimated at "
+                      f"{est.describe(op.device)}; progress is printed to stderr. A smaller "
+                      "max_iter, a looser tol, a larger ridge or rank, or a GPU shortens it",
+                      RuntimeWarning, stacklevel=3)
+    if progress if progress is not None else long:
+        return ProgressLog.for_estimate(est)
+    return None
 
 
 def operator_regression(op: Any, y: torch.Tensor, *, ridge: float = 0.0, tol: float = 1e-4,
