@@ -5,13 +5,25 @@ registry by ``make manifest``). The command line checks the ids it is given agai
 so a mistyped id is refused in well under a second (importing the registry imports torch).
 Installed plugins (entry-point group ``lazylab.experiments``) are known by their entry-point
 names: an experiment id, or a paper key for an entry that registers several experiments.
+
+An experiment id names a folder and a lock file inside ``--out``, so it must be a lower-case
+slug (:data:`ID_PATTERN`): ``..`` or ``a/b`` would put files outside the experiment's folder.
+:func:`id_problem` says what is wrong with one; the registry refuses such ids, built-in and
+plugin alike, and the run lock refuses them again before touching the disk.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 
-__all__ = ["EXPERIMENT_PAPERS", "PAPER_KEYS", "plugin_names", "unknown_targets", "suggest"]
+__all__ = ["EXPERIMENT_PAPERS", "ID_PATTERN", "PAPER_KEYS", "id_problem", "plugin_names",
+           "unknown_targets", "suggest"]
+
+#: An experiment id, paper key or plugin entry-point name: lower-case letters and digits in
+#: words joined by single hyphens (``bailee-xor``), at most :data:`ID_MAX` characters.
+ID_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+ID_MAX = 64
 
 #: Paper keys of the built-in experiments, in the order of the papers' table.
 PAPER_KEYS: tuple[str, ...] = ("arora", "ghorbani", "bailee", "nichani", "allenzhu")
@@ -33,6 +45,24 @@ def _papers() -> dict[str, str]:
 #: Every built-in experiment id and its paper key, from the generated manifest
 #: (``make manifest``; a test keeps it equal to the registry).
 EXPERIMENT_PAPERS: dict[str, str] = _papers()
+
+
+def id_problem(name: object, what: str = "experiment id") -> str | None:
+    """None if ``name`` is a valid id (:data:`ID_PATTERN`), else one line saying why not.
+
+    >>> id_problem("bailee-xor") is None
+    True
+    >>> print(id_problem("../x")[:50])
+    experiment id '../x' is not a lower-case slug (let
+    """
+    if not isinstance(name, str):
+        return f"{what} must be a string; got {type(name).__name__}"
+    if len(name) > ID_MAX:
+        return f"{what} {name[:ID_MAX]!r}... is longer than {ID_MAX} characters"
+    if ID_PATTERN.fullmatch(name) is None:
+        return (f"{what} {name!r} is not a lower-case slug (letters a-z, digits 0-9 and single "
+                "hyphens, e.g. my-experiment)")
+    return None
 
 
 def plugin_names() -> list[str]:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from lazylab.experiments.base import Claim, Experiment, Results
 
 __all__ = [
     "ENTRY_POINT_GROUP", "REGISTRY", "PAPERS", "register", "get_experiment", "all_experiments",
-    "plugin_entry_points", "Claim", "Experiment", "Results",
+    "plugin_entry_points", "check_targets", "refused_plugins", "REFUSED", "Claim", "Experiment",
+    "Results",
 ]
 
 REGISTRY: dict[str, Experiment] = {}
@@ -42,16 +45,39 @@ def _paper_estimates() -> dict[str, dict[str, float]]:
 def register(cls: type[Experiment]) -> type[Experiment]:
     """Class decorator adding an experiment to the registry. Its paper-scale estimate is the
     benchmark's projection where one was made (:data:`PAPER_ESTIMATES`): its groups, prepare
-    and theory, plus the assembly of its outputs where that was measured."""
-    if cls.id in REGISTRY:
-        raise ValueError(f"duplicate experiment id {cls.id!r}")
-    _check_prep(cls)
+    and theory, plus the assembly of its outputs where that was measured.
+
+    Refused with ValueError (TypeError for a signature): an id that is not a lower-case slug
+    (:func:`lazylab.ids.id_problem`; the id names a folder and a lock file) and an id already
+    registered. The grid is checked once the defining module is imported (``units`` may use
+    names defined below the class): for a plugin when it loads (:func:`_add_plugin`), for the
+    built-in experiments by the test suite."""
+    exp = _checked(cls)
     est = _paper_estimates().get(cls.id, {})
     if est.get("paper_h100_seconds") is not None:  # the run's groups, then its outputs
         projected = est["paper_h100_seconds"] + est.get("paper_h100_assembly_seconds", 0.0)
         cls.est_seconds = {**cls.est_seconds, "paper": max(1.0, float(projected))}
-    REGISTRY[cls.id] = cls()
+    REGISTRY[cls.id] = exp
     return cls
+
+
+def _check_id(exp_id: object, where: str) -> None:
+    """ValueError unless ``exp_id`` is a valid id that no registered experiment has."""
+    from lazylab.ids import EXPERIMENT_PAPERS, id_problem
+
+    problem = id_problem(exp_id)
+    if problem is not None:
+        raise ValueError(f"{where}: {problem}")
+    if exp_id in REGISTRY:
+        owner = "a built-in experiment" if exp_id in EXPERIMENT_PAPERS else "another experiment"
+        raise ValueError(f"duplicate experiment id {exp_id!r} ({owner} has it)")
+
+
+def _checked(cls: type[Experiment]) -> Experiment:
+    """The instance to register, after the checks :func:`register` documents."""
+    _check_id(getattr(cls, "id", None), f"experiment class {cls.__name__}")
+    _check_prep(cls)
+    return cls()
 
 
 def _check_prep(cls: type[Experiment]) -> None:
@@ -81,7 +107,7 @@ def _builtin_modules() -> list[str]:
     return sorted(f"{__name__}.{m.name}" for m in pkgutil.iter_modules(__path__) if m.ispkg)
 
 
-def plugin_entry_points() -> list:
+def plugin_entry_points() -> list[Any]:
     """Installed entry points of :data:`ENTRY_POINT_GROUP` that are not lazylab's own."""
     from importlib.metadata import entry_points
 
@@ -89,20 +115,76 @@ def plugin_entry_points() -> list:
             if not ep.value.split(":")[0].startswith(__name__ + ".")]
 
 
-def _load_plugin(ep) -> None:
+#: Plugins that failed to load or were refused at registration: entry-point name -> one line
+#: naming the plugin and why (:func:`check_targets` turns a request for one into InputError).
+REFUSED: dict[str, str] = {}
+
+
+def _plugin_label(ep: Any) -> str:
+    """``'NAME' (VALUE, distribution DIST)``: enough to find the package to fix or remove."""
+    dist = getattr(getattr(ep, "dist", None), "name", None)
+    return f"{ep.name!r} ({ep.value}" + (f", distribution {dist})" if dist else ")")
+
+
+def _add_plugin(ep: Any) -> None:
+    """Load one entry point and register what it names; ValueError / TypeError if refused.
+
+    An entry naming an Experiment class (or instance) must be named by its id; an entry naming
+    a module registers its experiments by importing it, and must be named by their paper key
+    or an id among them (the command line knows installed plugins by these names). Each
+    experiment's grid must not repeat a unit key at any scale it declares.
+    """
+    from lazylab.experiments.grid_check import check_scales
+    from lazylab.ids import id_problem
+
+    problem = id_problem(ep.name, "entry-point name")
+    if problem is not None:
+        raise ValueError(problem)
+    before = set(REGISTRY)
+    _register_object(ep.name, ep.load())
+    added = [REGISTRY[k] for k in REGISTRY if k not in before]
+    if not added:
+        raise ValueError("it registers no experiment (name an Experiment class, or a module "
+                         "that registers experiments with @register)")
+    names = {e.id for e in added} | {e.paper for e in added}
+    if ep.name not in names:
+        raise ValueError(f"the entry-point name must be the paper key or an id of the "
+                         f"experiments it registers ({', '.join(sorted(names))})")
+    for exp in added:
+        check_scales(exp)
+
+
+def _register_object(name: str, obj: Any) -> None:
+    """Register an entry point's Experiment class or instance (named ``name``); a module
+    registered its experiments when it was imported."""
     import inspect
+
+    if not (inspect.isclass(obj) and issubclass(obj, Experiment) or isinstance(obj, Experiment)):
+        return
+    cls = obj if inspect.isclass(obj) else type(obj)
+    _check_id(getattr(obj, "id", None), f"experiment class {cls.__name__}")
+    if obj.id != name:
+        raise ValueError(f"the entry-point name must be the experiment id {obj.id!r}")
+    if inspect.isclass(obj):
+        register(obj)
+    else:
+        REGISTRY[obj.id] = obj
+
+
+def _load_plugin(ep: Any) -> None:
+    """Register one plugin; a plugin that fails or is refused must not break lazylab: its
+    experiments are removed again, and it is recorded in :data:`REFUSED` and warned about."""
     import warnings
 
+    before = set(REGISTRY)
     try:
-        obj = ep.load()
-    except Exception as e:  # a broken plugin must not break lazylab: say so and go on
-        warnings.warn(f"lazylab plugin {ep.name!r} ({ep.value}) failed to load: "
-                      f"{type(e).__name__}: {e}", RuntimeWarning, stacklevel=3)
-        return
-    if inspect.isclass(obj) and issubclass(obj, Experiment) and obj.id not in REGISTRY:
-        register(obj)
-    elif isinstance(obj, Experiment) and obj.id not in REGISTRY:
-        REGISTRY[obj.id] = obj
+        _add_plugin(ep)
+    except Exception as e:
+        for k in set(REGISTRY) - before:
+            del REGISTRY[k]
+        why = str(e) if isinstance(e, ValueError | TypeError) else f"{type(e).__name__}: {e}"
+        REFUSED[ep.name] = f"lazylab plugin {_plugin_label(ep)} refused: {why}"
+        warnings.warn(REFUSED[ep.name], RuntimeWarning, stacklevel=3)
 
 
 def _load_all() -> None:
@@ -117,6 +199,28 @@ def _load_all() -> None:
         importlib.import_module(name)
     for ep in plugin_entry_points():
         _load_plugin(ep)
+
+
+def refused_plugins() -> dict[str, str]:
+    """Entry-point name -> why, for every installed plugin that is not registered."""
+    _load_all()
+    return dict(REFUSED)
+
+
+def check_targets(targets: Sequence[str]) -> None:
+    """InputError (exit 2) with the plugin's one line when ``targets`` names a refused plugin,
+    or is ``all`` while any plugin is refused (a run of "all" would otherwise succeed without
+    it). Other targets, and ``lazylab list``, are unaffected."""
+    from lazylab.errors import InputError
+
+    refused = refused_plugins()
+    for t in targets:
+        if t in refused:
+            raise InputError(refused[t])
+        if t == "all" and refused:
+            name = next(iter(refused))
+            raise InputError(f"{refused[name]}; `all` includes it: fix or uninstall the plugin, "
+                             "or name the experiments to run")
 
 
 def get_experiment(exp_id: str) -> Experiment:

@@ -5,6 +5,11 @@ units. :class:`RunLock` takes ``fcntl.flock`` on ``DIR/.ID.lock`` for the whole 
 its pid there; a second writer fails at once with :class:`InputError` naming the running pid.
 The kernel releases the lock when the process dies (even by ``kill -9``), so a stale lock file
 never blocks a later run.
+
+The lock file is opened without truncating it and without following a symbolic link, and it is
+refused when it is not a regular file or has more than one hard link: the pid written into it
+(and the truncation when the run ends) must never reach another file through a link planted at
+``DIR/.ID.lock``. An id that is not a lower-case slug is refused before any path is made.
 """
 
 from __future__ import annotations
@@ -19,13 +24,20 @@ __all__ = ["RunLock", "lock_path"]
 
 
 def lock_path(out_dir: Path, exp_id: str) -> Path:
-    """The lock file of experiment ``exp_id`` in ``out_dir``."""
+    """The lock file of experiment ``exp_id`` in ``out_dir``; InputError for an id that is not
+    a lower-case slug (``..`` or ``a/b`` would put it elsewhere)."""
+    from lazylab.ids import id_problem
+
+    problem = id_problem(exp_id)
+    if problem is not None:
+        raise InputError(f"refusing to write into {out_dir}: {problem}")
     return out_dir / f".{exp_id}.lock"
 
 
 def _open_lock(path: Path) -> int:
-    """Open (or create) the lock file without following a symbolic link: a link there would
-    make the lock truncate whatever file it points to. InputError for a link or a non-file."""
+    """Open (or create) the lock file without truncating it and without following a symbolic
+    link: a link there would make the lock overwrite whatever file it points to. InputError for
+    a symbolic link, a non-file, or a file with more than one hard link."""
     import stat
 
     try:
@@ -35,10 +47,16 @@ def _open_lock(path: Path) -> int:
             raise InputError(f"{path} is a symbolic link; lazylab's lock file must be a plain "
                              "file: remove the link and run again") from None
         raise InputError(f"cannot open the lock file {path} ({e.strerror or e})") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise InputError(f"{path} is not a regular file; lazylab's lock file must be a plain "
                          "file: remove it and run again")
+    if st.st_nlink > 1:  # a hard link: writing the pid would overwrite another file
+        os.close(fd)
+        raise InputError(f"{path} has {st.st_nlink} hard links; lazylab's lock file must be a "
+                         "file of its own: remove it (the other names keep their data) and run "
+                         "again")
     return fd
 
 
