@@ -43,7 +43,7 @@ $(VENV)/.docs: $(STAMP)
 	touch $@
 
 docs: $(VENV)/.docs
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 	@echo "site/index.html"
 
 # ruff, then mypy over the public API (the files listed in pyproject.toml's [tool.mypy]).
