@@ -159,8 +159,10 @@ def test_bad_input_raises_value_error_naming_the_parameter():
         empirical_ntk(net, X, method="fast")
     with pytest.raises(ValueError, match="trained"):
         empirical_ntk(nn.Linear(3, 1), X, trained="first")
-    with pytest.raises(ValueError, match="method"):
-        empirical_ntk(nn.Linear(3, 1), X, trained="all", method="structured")
+    # structured derivatives now cover any module (tests/test_empirical_ntk_methods.py)
+    lin = nn.Linear(3, 1)
+    torch.testing.assert_close(empirical_ntk(lin, X, trained="all", method="structured"),
+                               empirical_ntk(lin, X, trained="all", method="autodiff"))
 
 
 def test_coactivation_paths_give_identical_kernels() -> None:

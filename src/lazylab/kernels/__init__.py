@@ -4,7 +4,8 @@
   f(x) = m^-1/2 sum_r a_r sigma(w_r . x), w_r ~ N(0, I), for any activation and any norms.
 * :func:`gaussian_kernel`: the RBF kernel exp(-|x - z|^2 / (2 h^2)) (a regression baseline).
 * :func:`empirical_ntk`: the finite-width tangent kernel of a :class:`TwoLayerNet` (a few
-  matrix products) or of any ``torch.nn.Module`` (torch.func Jacobians).
+  matrix products) or of any ``torch.nn.Module`` (Jacobian contraction, NTK-vector products
+  or structured derivatives; :class:`EntkInfo` reports the choice).
 * Building blocks: :func:`relu_power_nngp`, :func:`relu_power_ntk` (arc-cosine kernels),
   :func:`poly_dual`, :func:`erf_dual`, :func:`sin_dual`, :func:`gaussian_moment` (exact
   Gaussian expectations), :func:`gaussian_expectation` (2-D quadrature for any f, g).
@@ -13,12 +14,13 @@
 from lazylab.kernels.arccos import arccos_j, relu_power_nngp, relu_power_ntk
 from lazylab.kernels.closed_form import derivative_kernel, nngp, ntk
 from lazylab.kernels.dual import erf_dual, gaussian_moment, poly_dual, sin_dual
-from lazylab.kernels.empirical import empirical_ntk, trained_names
+from lazylab.kernels.empirical import EntkInfo, empirical_ntk, trained_names
 from lazylab.kernels.gaussian import gaussian_kernel
 from lazylab.kernels.implicit import NTKOperator
 from lazylab.kernels.quadrature import gaussian_expectation
 
 __all__ = [
+    "EntkInfo",
     "NTKOperator",
     "arccos_j",
     "derivative_kernel",

@@ -15,9 +15,12 @@ the first factor is an integer count of co-activations, computed exactly either 
 GEMM or a float32 GEMM of 0/1 matrices, whichever a one-time probe measures faster on the
 device (:func:`coactivation_path`).
 
-Any other ``torch.nn.Module`` (or a TwoLayerNet with ``method="autodiff"``) goes through
-per-example Jacobians from ``torch.func`` (``vmap(jacrev(functional_call))``), chunked over
-examples, contracted as J_X J_Z^T.
+Any other ``torch.nn.Module`` (or a TwoLayerNet with another method) goes through one of three
+exact methods of :mod:`lazylab.kernels.entk_methods`, blocked over rows and columns: Jacobian
+contraction (``"jacobian"``, alias ``"autodiff"``), NTK-vector products (``"ntvp"``) or
+structured derivatives (``"structured"``, Novak et al. 2022: Linear/Conv layers by their input
+and output-cotangent Gram matrices, :mod:`lazylab.kernels.structured`); ``"auto"`` takes the
+cheapest by a flop-and-bytes cost model and says which (``return_info=True``).
 
 Example
 -------
@@ -28,6 +31,11 @@ Example
 >>> K = empirical_ntk(net, X)
 >>> bool(torch.allclose(K, empirical_ntk(net, X, method="autodiff"), atol=1e-12))
 True
+>>> seq = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(),
+...                           torch.nn.Linear(8, 2)).double()
+>>> K, info = empirical_ntk(seq, X, return_info=True)  # every parameter of seq
+>>> K.shape, info.method
+(torch.Size([5, 5, 2, 2]), 'structured')
 """
 
 from __future__ import annotations
@@ -38,16 +46,22 @@ from typing import cast
 
 import torch
 from torch import nn
-from torch.func import functional_call, jacrev, vmap
 
 from lazylab.device import block_elems
 from lazylab.kernels._inputs import check_choice
+from lazylab.kernels.entk_methods import (
+    METHODS,
+    EntkInfo,
+    check_deterministic,
+    generic_ntk,
+    output_spec,
+)
 from lazylab.models.groups import GROUP_NAMES, HasParamGroups, group_param_names, is_group_name
 from lazylab.models.two_layer import TwoLayerNet
 
-__all__ = ["empirical_ntk", "trained_names", "coactivation_path", "set_coactivation_path"]
+__all__ = ["empirical_ntk", "trained_names", "coactivation_path", "set_coactivation_path",
+           "EntkInfo"]
 
-_METHODS = ("auto", "structured", "autodiff")
 _STRUCTURED = frozenset({"W", "a", "c"})
 # Default bound on the elements of the largest intermediate (Jacobian chunk or activation
 # block) on CPU: block_elems(cpu) = 2^25 float64 values = 256 MiB (lazylab.device).
@@ -101,6 +115,9 @@ def _check_inputs(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None
         if not isinstance(T, torch.Tensor) or T.ndim < 1 or not T.is_floating_point():
             raise ValueError(f"{name} must be a floating-point torch tensor with examples "
                              f"along dim 0; got {getattr(T, 'shape', type(T).__name__)}")
+        if T.shape[0] == 0:
+            raise ValueError(f"{name} must have at least one example (row); got shape "
+                             f"{tuple(T.shape)}")
         if isinstance(net, TwoLayerNet) and (T.ndim != 2 or T.shape[1] != net.d):
             raise ValueError(f"{name} must have shape (n, {net.d}) for this net (d = "
                              f"{net.d}); got {tuple(T.shape)}")
@@ -258,95 +275,94 @@ def _two_layer_ntk(net: TwoLayerNet, X: torch.Tensor, Z: torch.Tensor | None,
     return out
 
 
-def _jacobian_fn(net: nn.Module, names: list[str], x0: torch.Tensor
-                 ) -> tuple[Callable[[torch.Tensor], torch.Tensor], int, int]:
-    """(per-example flattened Jacobian function, number of parameters P, outputs k)."""
-    tensors = {k: v.detach() for k, v in
-               (dict(net.named_parameters()) | dict(net.named_buffers())).items()}
-    primals = {k: tensors[k] for k in names}
-    rest = {k: v for k, v in tensors.items() if k not in primals}
-
-    def f_single(p: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        return functional_call(net, {**rest, **p}, (x.unsqueeze(0),)).reshape(-1)
-
-    with torch.no_grad():
-        k_out = f_single(primals, x0).numel()
-    jac = vmap(jacrev(f_single), in_dims=(None, 0))
-
-    def jac_flat(Xc: torch.Tensor) -> torch.Tensor:
-        J = jac(primals, Xc)  # name -> (b, k, *shape)
-        return torch.cat([J[k].reshape(Xc.shape[0], k_out, -1) for k in names], dim=2)
-
-    n_params = sum(primals[k].numel() for k in names)
-    return jac_flat, n_params, k_out
-
-
-def _autodiff_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None,
-                  names: list[str], chunk_elems: int) -> torch.Tensor:
-    """J_X J_Z^T from per-example Jacobians, chunked over examples."""
-    jac_flat, n_params, k = _jacobian_fn(net, names, X[0])
-    Zm = X if Z is None else Z
-    n, n2 = X.shape[0], Zm.shape[0]
-    chunk = max(1, chunk_elems // (n_params * k))
-    out = X.new_empty(n, n2, k, k)
-    z_cache = [jac_flat(Zm[j:j + chunk]) for j in range(0, n2, chunk)] if (
-        Z is not None and n2 * n_params * k <= chunk_elems) else None
-    for i0 in range(0, n, chunk):
-        JX = jac_flat(X[i0:i0 + chunk])
-        for jc, j0 in enumerate(range(0, n2, chunk)):
-            if Z is None and j0 < i0:
-                continue  # filled from the transpose below
-            if Z is None and j0 == i0:
-                JZ = JX
-            elif z_cache is not None:
-                JZ = z_cache[jc]
-            else:
-                JZ = jac_flat(Zm[j0:j0 + chunk])
-            block = torch.einsum("iaf,jbf->ijab", JX, JZ)
-            out[i0:i0 + chunk, j0:j0 + chunk] = block
-            if Z is None and j0 > i0:
-                out[j0:j0 + chunk, i0:i0 + chunk] = block.transpose(0, 1).transpose(2, 3)
-    return out[:, :, 0, 0].contiguous() if k == 1 else out
+def _resolve_trained(net: nn.Module, trained: str | Sequence[str] | None) -> list[str]:
+    """Canonical names of the trained tensors; None: the first layer of a TwoLayerNet, every
+    parameter with requires_grad of any other module. Aliases of one tied tensor count once."""
+    if trained is None:
+        trained = "first" if isinstance(net, TwoLayerNet) else "all"
+    if not isinstance(trained, str):
+        # names of tied parameters (dropped by named_parameters) map to the kept name
+        alias = {k: id(v) for k, v in net.named_parameters(remove_duplicate=False)}
+        canon = {id(v): k for k, v in net.named_parameters()}
+        trained = [canon[alias[k]] if k in alias else k for k in trained]
+    names = trained_names(net, trained)
+    return list(dict.fromkeys(names))
 
 
 def empirical_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None = None, *,
-                  trained: str | Sequence[str] = "first", method: str = "auto",
-                  chunk_elems: int | None = None) -> torch.Tensor:
+                  trained: str | Sequence[str] | None = None, method: str = "auto",
+                  output: int | str | None = None, chunk: int | None = None,
+                  chunk_elems: int | None = None, max_bytes: int | None = None,
+                  return_info: bool = False) -> torch.Tensor | tuple[torch.Tensor, EntkInfo]:
     """Empirical NTK sum_p df(x)/dtheta_p df(z)/dtheta_p over the trained parameters.
 
     Parameters
     ----------
-    net : a :class:`TwoLayerNet` (structured path) or any ``torch.nn.Module`` mapping a batch
-        (examples along dim 0) to outputs (n,) or (n, k).
-    X : (n, ...) inputs; Z : (n', ...) inputs or None (then Z = X). Cast to the net's dtype
-        and device.
-    trained : a parameter group of the net (``"first"``, ``"hidden"``, ``"last"``, ``"all"``;
-        :mod:`lazylab.models.groups`), ``"both"`` (W, a, and the bias c if any, for a
-        TwoLayerNet), or a list of parameter/buffer names.
-    method : ``"auto"`` (structured for a TwoLayerNet, else autodiff), ``"structured"`` or
-        ``"autodiff"`` (torch.func Jacobians, for any module).
-    chunk_elems : bound on the elements of the largest intermediate array (default
-        :func:`lazylab.device.block_elems` of the net's device: 2^25 on CPU).
+    net : a :class:`TwoLayerNet` (closed-form structured path) or any ``torch.nn.Module``
+        mapping a batch (examples along dim 0, each treated independently) to one tensor of
+        outputs (n,) or (n, O) (or (n, ...), flattened to O per example). Dropout, RReLU and
+        batch normalization must be in eval mode.
+    X : (n, ...) inputs, n >= 1; Z : (n', ...) inputs or None (then Z = X). Cast to the net's
+        dtype and device.
+    trained : None (default: the first layer W of a TwoLayerNet, i.e. Arora et al.'s
+        H-infinity; every parameter with ``requires_grad`` of any other module), a parameter
+        group of the net (``"first"``, ``"hidden"``, ``"last"``, ``"all"``;
+        :mod:`lazylab.models.groups`), ``"both"`` (W, a, and c if any, for a TwoLayerNet), or a
+        list of parameter/buffer names. Tied parameters count once; buffers only when named.
+    method : ``"auto"`` (the closed form for a TwoLayerNet, else the cheapest of the three
+        by :func:`lazylab.kernels.entk_methods.plan_methods` that fits ``max_bytes``),
+        ``"jacobian"`` (Jacobian contraction; ``"autodiff"`` is the same), ``"ntvp"``
+        (NTK-vector products) or ``"structured"`` (structured derivatives, Novak et al.
+        2022; :mod:`lazylab.kernels.structured`). All are exact.
+    output : None ((n, n') for one output, (n, n', O, O) for O > 1), ``"full"`` (always
+        (n, n', O, O)), ``"trace"`` (sum_o K[:, :, o, o], (n, n')), or an index o (output
+        o's (n, n') kernel; only that output is differentiated).
+    chunk : examples per row/column block (default: as many as ``chunk_elems`` allows).
+    chunk_elems : bound on the elements of the per-block intermediates (default
+        :func:`lazylab.device.block_elems` of the net's device: 2^25 on CPU); at least one
+        example per block.
+    max_bytes : hard memory cap: a method whose one-example blocks need more is refused
+        (ValueError) before any compute; "auto" only considers methods that fit.
+    return_info : also return an :class:`EntkInfo` (the method chosen, each method's modelled
+        cost and smallest block, the block sizes, the route of each tensor).
 
     Returns
     -------
-    (n, n') tensor on the net's device and dtype; (n, n', k, k) for k > 1 outputs (autodiff).
-    For trained="first" and a_r = +-1 at width m -> infinity (NTK scaling) this tends to
-    :func:`lazylab.kernels.ntk` with trained="first" (and "both" to trained="both").
+    The kernel on the net's device and dtype (shape as ``output`` says), and the info if
+    asked. For trained="first" and a_r = +-1 at width m -> infinity (NTK scaling) a
+    TwoLayerNet's kernel tends to :func:`lazylab.kernels.ntk` with trained="first".
     """
-    check_choice("method", method, _METHODS)
+    check_choice("method", method, METHODS)
+    if not isinstance(net, nn.Module):
+        raise ValueError(f"net must be a torch.nn.Module; got {type(net).__name__}")
     if chunk_elems is None:
         ref = next(iter(net.parameters()), None)
         chunk_elems = block_elems(ref.device if ref is not None else "cpu")
     if int(chunk_elems) != chunk_elems or chunk_elems < 1:
         raise ValueError(f"chunk_elems must be a positive integer; got {chunk_elems!r}")
-    names = trained_names(net, trained)
+    for label, v in (("chunk", chunk), ("max_bytes", max_bytes)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ValueError(f"{label} must be a positive integer or None; got {v!r}")
+    check_deterministic(net)
+    names = _resolve_trained(net, trained)
     X, Z = _check_inputs(net, X, Z)
     structured_ok = type(net) is TwoLayerNet and set(names) <= _STRUCTURED
-    if method == "structured" and not structured_ok:
-        raise ValueError("method='structured' needs a TwoLayerNet and trained parameters "
-                         f"among W, a, c; got {type(net).__name__} with {names}")
-    if method != "autodiff" and structured_ok:
+    if method in ("auto", "structured") and structured_ok:
+        spec = output_spec(output, 1)
         # structured_ok checked type(net) is TwoLayerNet.
-        return _two_layer_ntk(cast(TwoLayerNet, net), X, Z, set(names), int(chunk_elems))
-    return _autodiff_ntk(net, X, Z, names, int(chunk_elems))
+        K2 = _two_layer_ntk(cast(TwoLayerNet, net), X, Z, set(names), int(chunk_elems))
+        info = EntkInfo("structured", rows=X.shape[0], cols=K2.shape[1],
+                        routes={k: "closed form" for k in names})
+        K = spec.finish(K2[:, :, None] if spec.diag else K2[:, :, None, None])
+        return (K, info) if return_info else K
+    with torch.no_grad():
+        probe = net(X[:1])
+    if not isinstance(probe, torch.Tensor) or not probe.is_floating_point():
+        raise ValueError(f"empirical_ntk needs net to return one floating-point tensor; it "
+                         f"returned a {type(probe).__name__} (wrap it to return the output "
+                         "whose kernel you want)")
+    n_out = probe.numel()
+    spec = output_spec(output, n_out)
+    K, info = generic_ntk(net, X, Z, names, method, spec, n_out, chunk, int(chunk_elems),
+                          max_bytes)
+    return (K, info) if return_info else K
