@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -294,7 +295,8 @@ def test_ntk_operator_bad_inputs_name_the_parameter():
         NTKOperator(_net(), X5[:0])
     with pytest.raises(ValueError, match=r"^X must be a floating-point torch tensor"):
         NTKOperator(_net(), X5.long())
-    for bad in (0, -3, 2.5, True, "4"):
+    bads: tuple[Any, ...] = (0, -3, 2.5, True, "4")
+    for bad in bads:
         with pytest.raises(ValueError, match=r"^chunk must be a positive integer \(rows per "
                                              rf"pass\) or None \(all rows\); got {bad!r}$"):
             NTKOperator(_net(), X5, chunk=bad)
@@ -306,7 +308,7 @@ def test_ntk_operator_bad_inputs_name_the_parameter():
     v = torch.arange(1.0, 6.0, dtype=torch.float64)
     torch.testing.assert_close(NTKOperator(_net(), X5, chunk=2).matmul(v), op.matmul(v),
                                rtol=1e-13, atol=1e-13)
-    assert NTKOperator(_net(), X5, chunk=np.int64(2)).chunk == 2
+    assert NTKOperator(_net(), X5, chunk=cast(Any, np.int64(2))).chunk == 2
 
 
 def test_module_check_helpers_directly():

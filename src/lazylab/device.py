@@ -171,8 +171,8 @@ def blocked_rows(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], X: to
     n, n2 = X.shape[0], Z.shape[0]
     blocks = row_blocks(n, n2 * max(1, int(scratch_per_entry)), X.device, budget_bytes)
     if len(blocks) == 1:
-        out = fn(X, Z)
-        return out.to(device=out_device or out.device, dtype=out_dtype or out.dtype)
+        whole = fn(X, Z)
+        return whole.to(device=out_device or whole.device, dtype=out_dtype or whole.dtype)
     out: torch.Tensor | None = None
     for sl in blocks:
         B = fn(X[sl], Z)

@@ -85,7 +85,8 @@ class CGCostEstimate:
         """One sentence: the total and how it is made up."""
         return (f"about {format_seconds(self.total_seconds)} at most (n = {self.n}: "
                 f"{format_seconds(self.seconds_per_iteration)} per CG iteration on {device}, "
-                f"{self.tiles_per_product} kernel tiles of side {self.tile} at "
+                f"{self.tiles_per_product} kernel tile{'s' * (self.tiles_per_product != 1)} "
+                f"of side {self.tile} at "
                 f"{format_seconds(self.seconds_per_tile)} each, x max_iter = {self.max_iter}; "
                 f"plus {format_seconds(self.setup_seconds)} for the rank-{self.rank} Nystrom "
                 "preconditioner)")
