@@ -54,6 +54,15 @@ def test_kernel_regressor_cg_refuses_x_that_overflows_its_float32_tiles():
         KernelRegressor(solver="cg").fit(X * 1e30, y)
 
 
+def test_a_prediction_that_overflows_is_refused_not_nan():
+    X, y = _data()
+    fit = KernelRegressor(solver="cg", ridge=1e-2, rank=10).fit(X, y)
+    with pytest.raises(ValueError, match=r"^X is too large for this model: the kernel between X "
+                                         r"and the training inputs is not finite"):
+        fit.predict(X[:3] * 1e39)  # finite in float64, inf in the float32 tiles
+    assert np.all(np.isfinite(fit.predict(X[:3] * 1e10)))
+
+
 def test_large_but_representable_x_fits_with_finite_predictions():
     X, y = _data()
     c = 2.0 ** 300  # a power of two: scaling by it is exact in floating point
@@ -130,6 +139,9 @@ def test_check_device_accepts_what_exists_and_names_the_parameter():
         with pytest.raises(ValueError, match=rf"^out_device must be 'auto' or an available "
                                              rf"device .*got '{bad}'"):
             check_device(bad, name="out_device")
+    with pytest.raises(ValueError, match=r"^device must be 'auto' or an available device .*"
+                                         r"got 'cuda:99'"):
+        kernel_regression(torch.zeros(4, 2), torch.zeros(4), rank=0, device="cuda:99")
 
 
 # --- cost estimate and progress of the CG solve ----------------------------------------------

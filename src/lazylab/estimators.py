@@ -214,7 +214,15 @@ class KernelRegressor(_TorchRegressor):
     most ``memory_budget`` bytes (default: the device's block budget, 256 MiB on a CPU, i.e.
     n <= 5792), and by Nystrom-preconditioned conjugate gradients over float32 kernel tiles
     (:func:`lazylab.solve.kernel_regression`, memory O(n (d + rank))) above it; ``"direct"``
-    and ``"cg"`` force one. A CG fit that stops above ``tol`` warns with the residual reached.
+    and ``"cg"`` force one. A CG fit that stops above ``tol`` warns with the residual reached;
+    one estimated at more than a minute (one timed kernel tile, times the tiles of a product,
+    times ``max_iter``) warns with the estimate before it starts and prints progress lines to
+    stderr (:func:`lazylab.solve.kernel_regression`).
+
+    Refused with a ValueError naming the input: X whose kernel overflows (k(x, x) ~ |x|^2 for
+    the NTK: |x| above ~1e154 in float64, ~1e19 in the CG path's float32 tiles; rescale X),
+    y that is not numeric, and a ``device`` that is not available here. No fit or prediction
+    returns NaN or inf in silence.
 
     Parameters
     ----------

@@ -49,7 +49,7 @@ from typing import Any
 
 import torch
 
-from lazylab.device import block_elems
+from lazylab.device import block_elems, check_device
 from lazylab.kernels import gaussian_kernel, nngp, ntk
 from lazylab.solve._linalg import as_matrix, check_ridge
 from lazylab.solve.cg import CGInfo, kernel_ridge_cg
@@ -139,7 +139,7 @@ class BlockedKernel:
                  budget_bytes: int | None = None, device: torch.device | str | None = None):
         if not isinstance(X, torch.Tensor) or X.dim() != 2 or not X.is_floating_point():
             raise ValueError("X must be a 2-D floating-point torch.Tensor (n, d)")
-        self.device = torch.device(device) if device is not None else X.device
+        self.device = check_device(device) if device is not None else X.device
         self.kernel = kernel
         self.X = X.to(device=self.device, dtype=block_dtype)
         self.n = X.shape[0]
