@@ -271,6 +271,10 @@ def test_train_mode_randomness_lists_every_offending_module():
     net[2].eval()
     assert train_mode_randomness(net) == ["1 -> Dropout"]
     check_deterministic(net.eval(), "x")
+    stats_free = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2, track_running_stats=False))
+    with pytest.raises(ValueError, match=r"^x needs a function of each example alone, but net "
+                                         r"has 1 -> BatchNorm1d with track_running_stats=False"):
+        check_deterministic(stats_free.eval(), "x")
     assert train_mode_randomness(nn.Linear(2, 2).train()) == []
 
 

@@ -48,13 +48,21 @@ def train_mode_randomness(net: nn.Module) -> list[str]:
 
 
 def check_deterministic(net: nn.Module, who: str, name: str = "net") -> None:
-    """Refuse a network whose forward pass is random or batch-dependent (module docstring)."""
+    """Refuse a network whose forward pass is random or batch-dependent (module docstring),
+    including batch normalization built with ``track_running_stats=False``, which normalizes
+    by the batch's statistics in eval mode too."""
     found = train_mode_randomness(net)
     if found:
         more = f" and {len(found) - 3} more" if len(found) > 3 else ""
         raise ValueError(f"{who} needs a deterministic network, but {name} is in training mode "
                          f"with {', '.join(found[:3])}{more}; call {name}.eval() first "
                          "(dropout and batch normalization are then fixed functions)")
+    batch = [f"{n or '(the net itself)'} -> {type(m).__name__}" for n, m in net.named_modules()
+             if isinstance(m, nn.modules.batchnorm._BatchNorm) and not m.track_running_stats]
+    if batch:
+        raise ValueError(f"{who} needs a function of each example alone, but {name} has "
+                         f"{', '.join(batch[:3])} with track_running_stats=False, which "
+                         "normalizes by the batch's statistics even in eval mode")
 
 
 def check_tensor_output(out: Any, who: str, name: str = "net") -> torch.Tensor:
