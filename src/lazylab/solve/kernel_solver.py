@@ -378,6 +378,8 @@ def kernel_regression(X: torch.Tensor, y: torch.Tensor, *, kernel: str | KernelF
         if callback is not None:
             callback(it, rel)
 
+    if log is not None:
+        log.restart()  # the rate counts CG iterations, not the preconditioner set-up
     alpha, info = kernel_ridge_cg(op.matmul, Y, ridge=ridge, tol=tol, max_iter=max_iter,
                                   preconditioner=pre, return_info=True, callback=cb)
     return KernelRegression(alpha, info, op, pre.rank if pre is not None else 0, residuals)

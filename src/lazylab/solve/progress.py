@@ -115,15 +115,20 @@ def estimate_cg_cost(op: Any, *, max_iter: int, rank: int, columns: int = 1,
 
 class ProgressLog:
     """A CG callback that writes one line to stderr at iteration 1, every ``every``
-    iterations after it, and at ``max_iter``: iteration, relative residual, elapsed time and
-    the time left at the measured rate. Lines are plain text (no terminal control), so they
-    read the same in a log file.
+    iterations after it, and at ``max_iter``: iteration, relative residual, time since
+    :meth:`restart` (or construction) and the time left at the measured rate. Lines are plain
+    text (no terminal control), so they read the same in a log file.
     """
 
     def __init__(self, max_iter: int, every: int, *, label: str = "kernel_regression"):
         self.max_iter, self.every, self.label = int(max_iter), max(1, int(every)), label
         self.start = time.perf_counter()
         self.lines = 0
+
+    def restart(self) -> None:
+        """Start the clock now (call it as the iterations start, after any set-up, so that
+        the rate, and the time left, count iterations only)."""
+        self.start = time.perf_counter()
 
     @classmethod
     def for_estimate(cls, est: CGCostEstimate, *, seconds: float = 30.0,
@@ -139,6 +144,6 @@ class ProgressLog:
         elapsed = time.perf_counter() - self.start
         left = elapsed / it * (self.max_iter - it)
         print(f"{self.label}: CG iteration {it}/{self.max_iter}, relative residual {rel:.3g}, "
-              f"{format_seconds(elapsed)} elapsed, at most {format_seconds(left)} left",
+              f"{format_seconds(elapsed)} in CG, at most {format_seconds(left)} left",
               file=sys.stderr, flush=True)
         self.lines += 1
