@@ -340,7 +340,7 @@ def kernel_regression(X: torch.Tensor, y: torch.Tensor, *, kernel: str | KernelF
     callback : callback(iteration, relative residual) after every CG iteration.
     warn_seconds : before the solve, one tile is timed and the whole solve estimated
         (:func:`lazylab.solve.progress.estimate_cg_cost`); above ``warn_seconds`` (default
-        :data:`WARN_SECONDS`, a minute) a RuntimeWarning gives the estimate.
+        :data:`WARN_SECONDS`, a minute; 0: always) a RuntimeWarning gives the estimate.
     progress : print a progress line to stderr about every 30 s of predicted time
         (:class:`lazylab.solve.progress.ProgressLog`); None: when the estimate is above
         ``warn_seconds``.
@@ -393,7 +393,7 @@ def _announce(op: BlockedKernel, *, max_iter: int, rank: int, columns: int,
     if not limit >= 0:
         raise ValueError(f"warn_seconds must be a number >= 0 or None; got {warn_seconds!r}")
     est = estimate_cg_cost(op, max_iter=max_iter, rank=rank, columns=columns)
-    long = est.total_seconds > limit
+    long = est.total_seconds >= limit  # warn_seconds = 0 always warns
     if long:
         # stacklevel 3: the caller of kernel_regression
         warnings.warn(f"kernel_regression: this solve is estimated at "
