@@ -239,7 +239,8 @@ def test_ntk_parametrize_matches_the_closed_form_without_hand_scaling():
     off = float(plain.norm() / H.norm())
     assert max(off, 1 / off) > 20  # the factor the helper removes
     # With the input layer scaled too, the limit is the kernel of x / sqrt(d).
-    K = empirical_ntk(ntk_parametrize(net(32000), generator=torch.Generator().manual_seed(0)),
+    K = empirical_ntk(ntk_parametrize(net(32000), scale_input_layer=True,
+                                      generator=torch.Generator().manual_seed(0)),
                       X, trained="all")
     H5 = ntk(X / 5 ** 0.5, trained="both")
     assert float((K - H5).norm() / H5.norm()) < 0.05

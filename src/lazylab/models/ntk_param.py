@@ -13,10 +13,13 @@ NTK is off by a factor of order the width (about 1660 at the widths of a typical
 
 :func:`ntk_parametrize` re-initializes every ``nn.Linear`` of a module (seeded) and registers
 ``torch.nn.utils.parametrize`` scalings, so ``module.weight`` is the scaled weight used in the
-forward pass and ``parametrizations.weight.original`` the trained N(0, 1) variable. With
-``scale_input_layer=False`` the first layer acts on x unscaled (w_r ~ N(0, I) on raw inputs),
-the convention of :func:`lazylab.kernels.ntk`: for ``nn.Sequential(nn.Linear(d, m), nn.ReLU(),
-nn.Linear(m, 1))`` the empirical NTK of all parameters tends to ``ntk(X, trained="both")``.
+forward pass and ``parametrizations.weight.original`` the trained N(0, 1) variable. By
+default the first layer acts on x unscaled (w_r ~ N(0, I) on raw inputs), the convention of
+:func:`lazylab.kernels.ntk` and of Arora et al. (2019), Eq. (1): for
+``nn.Sequential(nn.Linear(d, m), nn.ReLU(), nn.Linear(m, 1))`` the empirical NTK of all
+parameters tends to ``ntk(X, trained="both")`` at rate m^-1/2. ``scale_input_layer=True``
+divides the first layer by sqrt(d) too (Jacot et al.'s convention for every layer); the limit
+is then the kernel of x / sqrt(d), ``ntk(X / sqrt(d), trained="both")``.
 
 Example
 -------
@@ -25,7 +28,7 @@ Example
 >>> g = torch.Generator().manual_seed(0)
 >>> net = torch.nn.Sequential(torch.nn.Linear(3, 20000), torch.nn.ReLU(),
 ...                           torch.nn.Linear(20000, 1)).double()
->>> net = ntk_parametrize(net, scale_input_layer=False, generator=g)
+>>> net = ntk_parametrize(net, generator=g)
 >>> X = torch.nn.functional.normalize(torch.randn(4, 3, generator=g, dtype=torch.float64), dim=1)
 >>> K, H = empirical_ntk(net, X, trained="all"), ntk(X, trained="both")
 >>> bool(((K - H).abs().max() / H.abs().max()) < 0.05)  # O(m^-1/2)
@@ -58,7 +61,7 @@ class _Scale(nn.Module):
 
 
 def ntk_parametrize(module: nn.Module, *, weight_std: float = 1.0, bias_std: float = 0.0,
-                    scale_input_layer: bool = True,
+                    scale_input_layer: bool = False,
                     generator: torch.Generator | None = None) -> nn.Module:
     """Re-initialize every ``nn.Linear`` of ``module`` in the NTK parametrization (module
     docstring), in place; returns ``module``.
@@ -68,8 +71,9 @@ def ntk_parametrize(module: nn.Module, *, weight_std: float = 1.0, bias_std: flo
     weight_std : sigma_w; the weight of a layer with fan-in n is (sigma_w / sqrt(n)) W.
     bias_std : sigma_b; the bias is sigma_b b (0: biases contribute nothing and receive no
         gradient, as in the closed forms of :mod:`lazylab.kernels`).
-    scale_input_layer : divide the first layer by sqrt(d) too (False: w ~ N(0, sigma_w^2 I) on
-        raw inputs, lazylab's convention).
+    scale_input_layer : divide the first layer by sqrt(d) too. False (the default): the
+        first layer's weights are w ~ N(0, sigma_w^2 I) on raw inputs, the convention of the
+        closed forms in :mod:`lazylab.kernels`, so ``ntk(X, trained="both")`` is the limit.
     generator : draws the N(0, 1) weights and biases.
     """
     if not weight_std > 0 or bias_std < 0:
