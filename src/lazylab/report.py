@@ -20,7 +20,6 @@ always found them.
 from __future__ import annotations
 
 import html
-import json
 import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -80,7 +79,7 @@ def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None, *,
     (:func:`lazylab.runner.assemble.rebuild`), then write the report; returns the rebuilt
     experiments' claims."""
     return _assemble.rebuild(out_dir, warn, recompute_theory=recompute_theory,
-                             render=write_report)
+                             render=lambda out: write_report(out, warn))
 
 
 def claim_test(cl: Mapping[str, Any]) -> str:
@@ -110,29 +109,37 @@ def format_value(v: Any, digits: int = 4) -> str:
     return str(v)
 
 
-def _sections(out_dir: Path) -> list[dict[str, Any]]:
+def _sections(out_dir: Path, warn: Callable[[str], None]) -> list[dict[str, Any]]:
     secs = []
-    for exp_dir, config in experiment_dirs(out_dir):
-        exp_id = config.get("experiment", exp_dir.name)
-        claims_path = exp_dir / "claims.json"
-        claims = None
-        if claims_path.is_file():
-            try:
-                claims = json.loads(claims_path.read_text(encoding="utf-8"))
-            except ValueError:
-                claims = None
-            if not isinstance(claims, list) or not all(isinstance(c, dict) for c in claims):
-                claims = None
+    for exp_dir, config in experiment_dirs(out_dir, warn=warn):
+        exp_id = config.get("experiment") or exp_dir.name
         fig = exp_dir / f"{exp_id}.png"
         secs.append({
             "running": _running(out_dir, str(exp_id)),
-            "id": exp_id, "config": config, "claims": claims, "dir": exp_dir.name,
+            "id": exp_id, "config": config, "claims": _claims(exp_dir, warn),
+            "dir": exp_dir.name,
             "command": reproduce_command(exp_id, config),
             "png": f"{exp_dir.name}/{exp_id}.png" if fig.is_file() else None,
             "svg": f"{exp_dir.name}/{exp_id}.svg" if (exp_dir / f"{exp_id}.svg").is_file()
             else None,
         })
     return secs
+
+
+def _claims(exp_dir: Path, warn: Callable[[str], None]) -> list[dict[str, Any]] | None:
+    """The records of ``exp_dir/claims.json`` once they pass their schema
+    (:data:`lazylab.runner.schemas.CLAIMS`); None, with one line to ``warn`` for a file that
+    does not, or silently when there is none (the experiment is not assembled)."""
+    from lazylab.runner.schemas import CLAIMS, JsonFileError, read_checked
+
+    path = exp_dir / "claims.json"
+    if not path.is_file():
+        return None
+    try:
+        return read_checked(path, CLAIMS)
+    except JsonFileError as e:
+        warn(f"{e}; its claims are left out of the report")
+        return None
 
 
 def _running(out_dir: Path, exp_id: str) -> bool:
@@ -198,33 +205,30 @@ def _md_code(text: str) -> list[str]:
 _LINKS = ("results.csv", "claims.json", "config.json")
 
 
-def _robustness_shape(data: Any) -> bool:
-    """Whether a robustness.json has the shape ``lazylab robustness`` writes (a file written
-    by something else is skipped, not rendered into a crash)."""
-    return (isinstance(data, dict) and isinstance(data.get("summary"), dict)
-            and all(isinstance(k, str) and isinstance(v, str)
-                    for k, v in data["summary"].items())
-            and isinstance(data.get("settings", []), list)
-            and isinstance(data.get("seeds", 0), int | str))
+def _robustness(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None,
+                ) -> list[dict[str, Any]]:
+    """Experiments in ``out_dir`` with a robustness.json (lazylab robustness) that passes its
+    schema (:class:`lazylab.runner.schemas.RobustnessFile`), by name; a file that does not is
+    skipped with one line to ``warn``."""
+    from lazylab.runner.schemas import JsonFileError, RobustnessFile, read_checked
 
-
-def _robustness(out_dir: Path) -> list[dict[str, Any]]:
-    """Experiments in ``out_dir`` with a robustness.json (lazylab robustness), by name."""
     found = []
     for sub in sorted(p for p in out_dir.iterdir() if p.is_dir()):
-        try:
-            data = json.loads((sub / "robustness.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        path = sub / "robustness.json"
+        if not path.is_file():
             continue
-        if _robustness_shape(data):
-            found.append({"dir": sub.name, "data": data,
-                          "png": f"{sub.name}/robustness.png"
-                          if (sub / "robustness.png").is_file() else None})
+        try:
+            data = read_checked(path, RobustnessFile)
+        except JsonFileError as e:
+            warn(f"{e}; left out of the report")
+            continue
+        found.append({"dir": sub.name, "data": data,
+                      "png": f"{sub.name}/robustness.png"
+                      if (sub / "robustness.png").is_file() else None})
     return found
 
 
-def _robustness_md(out_dir: Path) -> list[str]:
-    rob = _robustness(out_dir)
+def _robustness_md(rob: list[dict[str, Any]]) -> list[str]:
     if not rob:
         return []
     lines = ["", "## Robustness", "",
@@ -232,7 +236,7 @@ def _robustness_md(out_dir: Path) -> list[str]:
              "holds at a setting when it held for most seeds.", ""]
     for r in rob:
         d = r["data"]
-        lines += [f"### {_md(d.get('experiment', r['dir']))}", "",
+        lines += [f"### {_md(d.get('experiment') or r['dir'])}", "",
                   f"{len(d.get('settings', []))} settings x {_md(d.get('seeds'))} seeds; "
                   f"data: [robustness.csv]({_rel(r['dir'], 'robustness.csv')})", ""]
         if r["png"]:
@@ -241,8 +245,7 @@ def _robustness_md(out_dir: Path) -> list[str]:
     return lines
 
 
-def _robustness_html(out_dir: Path) -> list[str]:
-    rob = _robustness(out_dir)
+def _robustness_html(rob: list[dict[str, Any]]) -> list[str]:
     if not rob:
         return []
     out = ["<h2 id='robustness'>Robustness</h2>",
@@ -251,7 +254,7 @@ def _robustness_html(out_dir: Path) -> list[str]:
     for r in rob:
         d = r["data"]
         out.append(f"<section class='robustness' data-id='{_h(r['dir'])}'>"
-                   f"<h3>{_h(d.get('experiment', r['dir']))}</h3><p>"
+                   f"<h3>{_h(d.get('experiment') or r['dir'])}</h3><p>"
                    f"{len(d.get('settings', []))} settings x {_h(d.get('seeds'))} seeds; data: "
                    f"<a href='{_href(r['dir'], 'robustness.csv')}'>robustness.csv</a></p>")
         if r["png"]:
@@ -262,7 +265,8 @@ def _robustness_html(out_dir: Path) -> list[str]:
     return out
 
 
-def _render_md(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
+def _render_md(out_dir: Path, secs: list[dict[str, Any]], stamp: str,
+               rob: list[dict[str, Any]]) -> str:
     lines = ["# lazylab report", "", f"Output directory {_md(out_dir)}, written {stamp}.", "",
              "| experiment | paper | figure | scale | seeds | device | claims |",
              "|---|---|---|---|---|---|---|"]
@@ -298,7 +302,7 @@ def _render_md(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
                   "", "| parameter | value |", "|---|---|"]
         for k, v in (c.get("params") or {}).items():
             lines.append(f"| {_md(k)} | {_md(format_value(v))} |")
-    lines += _robustness_md(out_dir)
+    lines += _robustness_md(rob)
     return "\n".join(lines) + "\n"
 
 
@@ -326,7 +330,8 @@ def _href(*parts: Any) -> str:
     return _h(_rel(*parts))
 
 
-def _render_html(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
+def _render_html(out_dir: Path, secs: list[dict[str, Any]], stamp: str,
+                 rob: list[dict[str, Any]]) -> str:
     out = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'><title>lazylab report</title>",
            f"<style>{_CSS}</style></head><body>", "<h1>lazylab report</h1>",
            f"<p>Output directory <code>{_h(out_dir)}</code>, written {_h(stamp)}.</p>",
@@ -378,16 +383,23 @@ def _render_html(out_dir: Path, secs: list[dict[str, Any]], stamp: str) -> str:
         for k, v in (c.get("params") or {}).items():
             out.append(f"<tr><td>{_h(k)}</td><td>{_h(format_value(v))}</td></tr>")
         out.append("</table></details></section>")
-    out += _robustness_html(out_dir)
+    out += _robustness_html(rob)
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
 
-def write_report(out_dir: Path) -> tuple[Path, Path]:
-    """Write ``report.md`` and ``report.html`` covering every experiment present in ``out_dir``."""
-    secs = _sections(out_dir)
+def write_report(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None,
+                 ) -> tuple[Path, Path]:
+    """Write ``report.md`` and ``report.html`` covering every experiment present in ``out_dir``.
+
+    Every config.json, claims.json and robustness.json is validated against its schema first
+    (:mod:`lazylab.runner.schemas`); a file that fails is left out, with one line naming it to
+    ``warn``, and the rest of the report is written.
+    """
+    secs = _sections(out_dir, warn)
+    rob = _robustness(out_dir, warn)
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     md, page = out_dir / "report.md", out_dir / "report.html"
-    atomic_write(md, _render_md(out_dir, secs, stamp))
-    atomic_write(page, _render_html(out_dir, secs, stamp))
+    atomic_write(md, _render_md(out_dir, secs, stamp, rob))
+    atomic_write(page, _render_html(out_dir, secs, stamp, rob))
     return md, page

@@ -50,7 +50,7 @@ from lazylab.data.cifar import (
     CIFAR10_TRAIN,
     read_cifar_batches,
 )
-from lazylab.data.idx import read_idx
+from lazylab.data.idx import IdxHeader, read_idx, read_idx_header
 from lazylab.errors import DataNotFound
 
 __all__ = ["DATASETS", "DatasetNotFound", "find_dataset", "load_dataset", "load_raw",
@@ -289,6 +289,29 @@ def _check_idx_contents(paths: list[Path], Xtr: np.ndarray, ytr: np.ndarray,
                              "they cannot be scaled to unit norm")
 
 
+def _check_idx_headers(heads: list[IdxHeader]) -> None:
+    """The four headers (train images, train labels, test images, test labels) agree before
+    any data is read: ValueError naming the files otherwise.
+
+    Each label file is one-dimensional and declares as many labels as its image file declares
+    images, and the train and test images have the same size. A header declaring millions of
+    images beside 60,000 labels is thus refused from its 16 bytes, never inflated."""
+    tri, trl, tei, tel = heads
+    for im, lab in ((tri, trl), (tei, tel)):
+        if len(im.shape) < 2:
+            raise ValueError(f"{im.path}: images must have at least two dimensions (count, "
+                             f"pixels...); the header declares {im.shape}")
+        if len(lab.shape) != 1 or lab.shape[0] != im.shape[0]:
+            raise ValueError(f"{lab.path}: the header declares labels of shape {lab.shape} "
+                             f"for the {im.shape[0]} images of {im.path.name} (one label per "
+                             "image, one dimension)")
+    if tri.shape[1:] != tei.shape[1:]:
+        raise ValueError(f"image sizes differ: {tri.path.name} holds images of "
+                         f"{' x '.join(map(str, tri.shape[1:]))}, {tei.path.name} of "
+                         f"{' x '.join(map(str, tei.shape[1:]))} (in {tri.path.parent}); "
+                         "the train and test files must come from one data set")
+
+
 @lru_cache(maxsize=2)
 def _load_raw_cached(name: str, folder: str) -> tuple[np.ndarray, ...]:
     if name == "cifar10":
@@ -304,6 +327,7 @@ def _load_raw_cached(name: str, folder: str) -> tuple[np.ndarray, ...]:
             if path is None:  # removed since find_dataset saw it
                 raise DatasetNotFound(f"data set {name!r}: {stem} in {folder} is gone")
             paths.append(path)
+        _check_idx_headers([read_idx_header(p) for p in paths])
         Xtr, ytr, Xte, yte = (read_idx(p) for p in paths)
         _check_idx_contents(paths, Xtr, ytr, Xte, yte)
     arrays = (Xtr.reshape(len(Xtr), -1), ytr.astype(np.int64),

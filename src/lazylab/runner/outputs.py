@@ -16,7 +16,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -225,29 +225,34 @@ def save_figure(fig: Any, folder: Path, stem: str, *, dpi: int = 150) -> None:
                 tmp.unlink(missing_ok=True)
 
 
-def experiment_dirs(out_dir: Path, strict: bool = False) -> list[tuple[Path, dict[str, Any]]]:
-    """Subdirectories holding a readable config.json, in registry order then by name.
+def experiment_dirs(out_dir: Path, strict: bool = False,
+                    warn: Callable[[str], None] | None = None,
+                    ) -> list[tuple[Path, dict[str, Any]]]:
+    """Subdirectories holding a readable config.json that passes its schema
+    (:class:`lazylab.runner.schemas.ConfigFile`), in registry order then by name.
 
-    ``strict``: a config.json that cannot be read or parsed raises :class:`StoreFault` naming
-    it (``lazylab report``); otherwise it is skipped (the report written after a run).
+    ``strict``: a config.json that cannot be read, parsed or validated raises
+    :class:`StoreFault` naming it (``lazylab report``); otherwise it is skipped, with one line
+    to ``warn`` (the report written after a run).
     """
     from lazylab.experiments import all_experiments
+    from lazylab.runner.schemas import ConfigFile, JsonFileError, read_checked
 
     found = []
     for sub in sorted(out_dir.iterdir()):
         cfg = sub / "config.json"
-        if sub.is_dir() and cfg.is_file():
-            try:
-                config = json.loads(cfg.read_text(encoding="utf-8"))
-                if not isinstance(config, dict):
-                    raise ValueError("not a JSON object")
-                found.append((sub, config))
-            except (OSError, ValueError) as e:
-                if strict:
-                    raise StoreFault(f"{cfg} cannot be read ({type(e).__name__}: "
-                                     f"{str(e)[:120]}); torn or edited: rerun the experiment "
-                                     f"with --resume --out {out_dir}") from None
-                continue
+        if not (sub.is_dir() and cfg.is_file()):
+            continue
+        try:
+            found.append((sub, read_checked(cfg, ConfigFile)))
+        except JsonFileError as e:
+            if strict:
+                why = e.reason if e.reason.startswith("cannot be read") else \
+                    f"cannot be read: it {e.reason}"
+                raise StoreFault(f"{cfg} {why}; torn or edited: rerun the experiment with "
+                                 f"--resume --out {out_dir}") from None
+            if warn is not None:
+                warn(f"{e}; skipped")
     order = {e.id: i for i, e in enumerate(all_experiments())}
     found.sort(key=lambda t: (order.get(t[0].name, len(order)), t[0].name))
     return found
