@@ -1,6 +1,8 @@
 """mkdocs hook: the per-paper pages, generated from the experiment registry at build time.
 
 Each page lists the paper's experiments (id, figure, what it shows, estimated times), the
+experiment's figure where one is committed (the quick-scale figure from ``docs/figures/ID.png``
+or ``docs/ID.png``, and the paper-scale runs' figures from ``docs/paper-scale/ID-*.png``), the
 module docstring that states the protocol and what differs from the paper (rendered by
 mkdocstrings), every claim's statement at quick scale, and a link to the experiment's
 ``docs/protocols/ID.md`` page where one records how its quick protocol was chosen. Nothing
@@ -27,6 +29,24 @@ def _duration(sec: float | None) -> str:
                                             else f"{sec / 3600:.1f} h")
 
 
+def _figures(eid: str, quick_seconds: float | None) -> list[str]:
+    """Markdown showing the experiment's committed figures (paths relative to papers/KEY.md)."""
+    lines = []
+    quick = [p for p in (DOCS / "figures" / f"{eid}.png", DOCS / f"{eid}.png") if p.is_file()]
+    if quick:
+        rel = quick[0].relative_to(DOCS).as_posix()
+        lines += [f"![{eid} at quick scale](../{rel})", "",
+                  f"*At quick scale (`lazylab reproduce {eid}`).*", ""]
+    else:
+        lines += [f"`lazylab reproduce {eid}` draws its quick-scale figure (`{eid}.png` in the "
+                  f"output folder) in about {_duration(quick_seconds)}.", ""]
+    for p in sorted((DOCS / "paper-scale").glob(f"{eid}-*.png")):
+        run = p.stem.removeprefix(f"{eid}-")
+        lines += [f"![{eid} at paper scale ({run})](../paper-scale/{p.name})", "",
+                  f"*At paper scale: the `{run}` run of [Paper scale](../paper-scale.md).*", ""]
+    return lines
+
+
 def _page(key: str) -> str:
     from lazylab.experiments import PAPERS, all_experiments
 
@@ -48,6 +68,7 @@ def _page(key: str) -> str:
         lines += [f"## `{e.id}`: {e.figure}", "", e.summary, "",
                   f"Estimated time: {_duration(e.est_seconds.get('quick'))} at quick scale, "
                   f"{_duration(e.est_seconds.get('paper'))} at paper scale.", "",
+                  *_figures(e.id, e.est_seconds.get("quick")),
                   "**Claims** (at quick scale):", ""]
         lines += [f"- `{cid}`: {text}" for cid, text in e.statements(p).items()]
         lines += ["", "**Protocol** (the experiment's module documentation):", "",
