@@ -69,6 +69,15 @@ def test_roles_become_links_to_documented_objects(site: Path) -> None:
                      r'solve\.lstsq"><code>lazylab\.solve\.lstsq</code></a>', page)
 
 
+def test_doctests_only_in_code_blocks(site: Path) -> None:
+    """A doctest left to Markdown becomes three nested block quotes (``>>>``) holding one
+    paragraph; a ``>>>`` outside <pre>/<code> is the same failure in another spelling."""
+    for page in _pages(site):
+        prose = re.sub(r"<pre.*?</pre>|<code.*?</code>", "", page.read_text(), flags=re.S)
+        assert "&gt;&gt;&gt;" not in prose, page
+        assert not re.search(r"<blockquote>\s*<blockquote>\s*<blockquote>", prose), page
+
+
 def test_doctest_is_a_code_block(site: Path) -> None:
     """toolkit.unresolved's doctest: one code block, its lines kept apart (not a paragraph
     whose ``[:44]`` Markdown would read as a reference link)."""
