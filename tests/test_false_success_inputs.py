@@ -327,6 +327,15 @@ def test_ntk_operator_bad_inputs_name_the_parameter():
     assert NTKOperator(_net(), X5, chunk=cast(Any, np.int64(2))).chunk == 2
 
 
+def test_linearized_model_of_a_tuple_returning_model_names_the_model():
+    lin = LinearizedModel(_TupleNet())
+    with pytest.raises(ValueError, match=r"^LinearizedModel needs model to return one tensor; "
+                                         r"it returned a tuple"):
+        lin(X5)
+    with pytest.raises(ValueError, match=r"^taylor_terms needs model to return one tensor"):
+        lin.terms(X5.clone().requires_grad_(True))  # differentiated in X: the torch.func path
+
+
 def test_module_check_helpers_directly():
     assert check_chunk(None) is None and check_chunk(3) == 3
     with pytest.raises(ValueError, match=r"^rows must be a positive integer"):

@@ -48,6 +48,16 @@ __all__ = ["taylor_terms", "TaylorModel", "LinearizedModel", "QuadraticModel"]
 _CLOSED_FORM_PARAMS = {"W", "a", "c"}
 
 
+def _one_tensor(out: Any, who: str) -> torch.Tensor:
+    """``out`` when the model returned one tensor; a model returning a tuple or dict would
+    otherwise fail deep inside torch.func with a message about autograd."""
+    if not isinstance(out, torch.Tensor):
+        raise ValueError(f"{who} needs model to return one tensor; it returned a "
+                         f"{type(out).__name__} (wrap model in a module whose forward returns "
+                         "the one output to expand)")
+    return out
+
+
 def _check_order(order: int) -> int:
     if int(order) != order or order < 0:
         raise ValueError(f"order must be a non-negative integer; got {order!r}")
@@ -93,7 +103,8 @@ def taylor_terms(model: nn.Module, params0: Mapping[str, torch.Tensor] | None,
     dirs = tuple(direction[k] for k in names)
 
     def g(*ps: torch.Tensor) -> torch.Tensor:
-        return functional_call(model, {**params0, **dict(zip(names, ps, strict=True))}, (X,))
+        return _one_tensor(functional_call(
+            model, {**params0, **dict(zip(names, ps, strict=True))}, (X,)), "taylor_terms")
 
     # derivs(j)(theta) returns (g, D g[U], ..., D^j g[U, ..., U]) at theta; one more jvp along
     # U adds the next directional derivative. The jvps run over the parameters with U as the
@@ -305,8 +316,9 @@ class TaylorModel(nn.Module):
         base = [params[k] for k in names]
 
         def f(ps, x):
-            return functional_call(self.base, {**params, **dict(zip(names, ps, strict=True))},
-                                   (x,))
+            return _one_tensor(functional_call(
+                self.base, {**params, **dict(zip(names, ps, strict=True))}, (x,)),
+                type(self).__name__)
 
         return _LinearTerm.apply(f, base, X, *[dirs[k] for k in names])
 
