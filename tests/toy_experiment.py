@@ -39,6 +39,8 @@ class ToyParams(ExperimentParams):
     data_path: str | None = Field(None, description="a file each unit must find")
     fail_n: int | None = Field(None, description="units with this n raise (in any process)")
     sleep: float = Field(0.0, ge=0, le=10, description="seconds each unit waits (kill tests)")
+    gate: str | None = Field(None, description="each unit waits until this file exists: holds "
+                             "a run open for as long as a test needs, whatever the load")
     crash_dir: str | None = Field(None, description="the first attempt of each unit kills its "
                                   "worker process (leaving a marker file here): Ray tests")
     groups: int = Field(0, ge=0, description="0: every unit alone; k: consecutive sample sizes "
@@ -98,6 +100,8 @@ class ToyMean(Experiment):
                 os._exit(1)  # the worker process dies mid-unit
         if p.sleep:
             time.sleep(p.sleep)
+        while p.gate is not None and not os.path.exists(p.gate):
+            time.sleep(0.02)  # a gate, not a delay: the test opens it when it is done
         n = int(key["n"])
         g = torch_generator(seed, device)
         x = p.sigma * torch.randn(n, generator=g, dtype=torch.float64, device=device)
