@@ -1,0 +1,259 @@
+"""lazylab's deep kernels against neural-tangents 0.6.5: agreement and time, side by side.
+
+Creates (once) a side environment with neural-tangents and JAX on CPU:
+
+    python -m venv /tmp/nt-venv
+    /tmp/nt-venv/bin/pip install neural-tangents==0.6.5 'jax[cpu]==0.4.30'
+
+then builds each architecture in both libraries from one JSON spec, evaluates NNGP and NTK
+together on the same inputs (channels-first for lazylab, channels-last for JAX), and prints,
+per architecture and dtype, the largest relative difference max|K_lazylab - K_nt| / max|K_nt|
+over NNGP and NTK, and the best-of-``--repeats`` time of each library (neural-tangents' kernel
+function jitted and compiled before timing). ``--write-reference`` stores the neural-tangents
+float64 kernels of the small architectures in tests/data/deep_kernels_nt.json for the package
+tests (which never import JAX).
+
+Usage::
+
+    python bench/bench_vs_neural_tangents.py [--quick] [--repeats 3] [--write-reference]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from lazylab.kernels.deep import (  # noqa: E402
+    ABRelu,
+    AvgPool,
+    Conv,
+    DeepKernel,
+    Dense,
+    Erf,
+    Flatten,
+    Gelu,
+    GlobalAvgPool,
+    Layer,
+    LayerNorm,
+    Residual,
+    Serial,
+    Sin,
+)
+
+VENV = Path(os.environ.get("NT_VENV", "/tmp/nt-venv"))
+SIDE = Path(__file__).with_name("_nt_side.py")
+REFERENCE = Path(__file__).resolve().parents[1] / "tests" / "data" / "deep_kernels_nt.json"
+#: inputs per architecture kept in the reference file
+REFERENCE_N = 4
+ACTS = {"relu": {"type": "ABRelu", "a": 0.0, "b": 1.0}, "erf": {"type": "Erf"},
+        "gelu": {"type": "Gelu"}}
+
+
+def to_layer(spec: dict) -> Layer:
+    """The lazylab layer of one spec entry (the same entry neural-tangents builds)."""
+    t = spec["type"]
+    kw = {k: v for k, v in spec.items() if k != "type"}
+    if t == "Dense":
+        return Dense(kw.get("W_std", 1.0), kw.get("b_std"), kw.get("parameterization", "ntk"),
+                     kw.get("width"))
+    if t == "Conv":
+        strides = tuple(kw["strides"]) if kw.get("strides") else None
+        return Conv(tuple(kw["filter_shape"]), strides, kw.get("padding", "valid").lower(),
+                    kw.get("W_std", 1.0), kw.get("b_std"), kw.get("parameterization", "ntk"),
+                    kw.get("width"))
+    simple = {"ABRelu": lambda: ABRelu(kw["a"], kw["b"]), "Gelu": Gelu,
+              "Erf": lambda: Erf(kw.get("a", 1.0), kw.get("b", 1.0), kw.get("c0", 0.0)),
+              "Sin": lambda: Sin(kw.get("a", 1.0), kw.get("b", 1.0), kw.get("c0", 0.0)),
+              "GlobalAvgPool": GlobalAvgPool, "Flatten": Flatten,
+              "LayerNorm": lambda: LayerNorm(kw.get("eps", 1e-12))}
+    if t in simple:
+        return simple[t]()
+    if t == "AvgPool":
+        return AvgPool(tuple(kw["window"]), tuple(kw.get("strides") or kw["window"]),
+                       kw.get("padding", "valid").lower())
+    if t == "Residual":
+        return Residual(*[Serial(*[to_layer(s) for s in b]) for b in kw["branches"]])
+    raise ValueError(f"unknown layer type {t!r}")
+
+
+def mlp(depth: int, act: str, bias: bool, param: str, width: int = 64) -> list[dict]:
+    """depth hidden layers of ``act`` then a linear readout."""
+    b = 0.3 if bias else None
+    spec: list[dict] = []
+    for _ in range(depth):
+        spec += [{"type": "Dense", "W_std": 1.4, "b_std": b, "parameterization": param,
+                  "width": width}, ACTS[act]]
+    return spec + [{"type": "Dense", "W_std": 1.1, "b_std": b, "parameterization": param,
+                    "width": 1}]
+
+
+def cnn(nd: int, head: str, padding: str, strides: int, depth: int = 2) -> list[dict]:
+    f = [3] * nd
+    spec: list[dict] = []
+    for _ in range(depth):
+        spec += [{"type": "Conv", "filter_shape": f, "strides": [strides] * nd,
+                  "padding": padding, "W_std": 1.5, "b_std": 0.2}, ACTS["relu"]]
+    spec.append({"type": "Flatten"} if head == "flatten" else {"type": "GlobalAvgPool"})
+    return spec + [{"type": "Dense", "W_std": 1.2, "b_std": 0.1}]
+
+
+def resnet(nd: int = 2) -> list[dict]:
+    conv = {"type": "Conv", "filter_shape": [3] * nd, "padding": "SAME", "W_std": 1.4,
+            "b_std": 0.1}
+    block = {"type": "Residual", "branches": [[ACTS["relu"], conv, ACTS["relu"], conv], []]}
+    return [conv, block, block, {"type": "AvgPool", "window": [2] * nd, "padding": "VALID"},
+            ACTS["relu"], {"type": "GlobalAvgPool"}, {"type": "Dense", "W_std": 1.0}]
+
+
+def layernorm_mlp(depth: int = 3) -> list[dict]:
+    spec: list[dict] = []
+    for _ in range(depth):
+        spec += [{"type": "Dense", "W_std": 1.3, "b_std": 0.2}, {"type": "LayerNorm"},
+                 ACTS["gelu"]]
+    return spec + [{"type": "Dense", "W_std": 1.0}]
+
+
+def architectures(quick: bool) -> dict[str, tuple[list[dict], tuple[int, ...], int]]:
+    """name -> (spec, input shape channels-first, n)."""
+    out: dict[str, tuple[list[dict], tuple[int, ...], int]] = {}
+    depths = (1, 3) if quick else (1, 2, 3, 5, 10)
+    for depth in depths:
+        for act in ACTS:
+            for bias in (False, True):
+                for param in ("ntk", "standard"):
+                    name = f"mlp-d{depth}-{act}-{'b' if bias else 'nob'}-{param}"
+                    out[name] = (mlp(depth, act, bias, param), (7,), 12)
+    for nd, size in ((1, (2, 9)), (2, (2, 6, 6))):
+        for head in ("flatten", "gap"):
+            for padding in ("SAME", "VALID", "CIRCULAR"):
+                out[f"cnn{nd}d-{head}-{padding.lower()}"] = (cnn(nd, head, padding, 1),
+                                                            size, 6)
+            out[f"cnn{nd}d-{head}-stride2"] = (cnn(nd, head, "SAME", 2), size, 6)
+    out["resnet2d"] = (resnet(2), (2, 6, 6), 5)
+    out["layernorm-mlp"] = (layernorm_mlp(), (7,), 12)
+    return out
+
+
+def timing_archs() -> dict[str, tuple[list[dict], tuple[int, ...], int]]:
+    """The issue's three timing shapes (float32, NNGP and NTK together)."""
+    conv = {"type": "Conv", "filter_shape": [3, 3], "padding": "SAME", "W_std": 1.4}
+    two = [conv, ACTS["relu"], conv, ACTS["relu"]]
+    return {"time-mlp5-n2000": (mlp(5, "relu", False, "ntk"), (64,), 2000),
+            "time-cnn-flatten-28x28-n200": (two + [{"type": "Flatten"},
+                                                  {"type": "Dense"}], (1, 28, 28), 200),
+            "time-cnn-gap-8x8-n100": (two + [{"type": "GlobalAvgPool"}, {"type": "Dense"}],
+                                      (1, 8, 8), 100)}
+
+
+def ensure_venv() -> Path:
+    python = VENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", "neural-tangents==0.6.5",
+                        "jax[cpu]==0.4.30"], check=True)
+    return python
+
+
+def lazylab_kernels(spec: list[dict], x: np.ndarray, dtype: str, repeats: int
+                    ) -> tuple[np.ndarray, np.ndarray, float]:
+    kernel = DeepKernel(Serial(*[to_layer(s) for s in spec]))
+    X = torch.from_numpy(x.astype(dtype))
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        nngp, ntk = kernel.both(X)
+        best = min(best, time.perf_counter() - t0)
+    return nngp.numpy(), ntk.numpy(), best
+
+
+def split_rel(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """max |a - b| / max |b| off the diagonal and on it (coincident inputs, where
+    neural-tangents' arccos sees a correlation 1 - O(eps) and lazylab exactly 1)."""
+    d = np.abs(a - b) / max(np.abs(b).max(), 1e-300)
+    diag = float(np.diag(d).max())
+    np.fill_diagonal(d, 0.0)
+    return float(d.max()), diag
+
+
+def run(archs: dict, dtypes: list[str], repeats: int, tmp: str) -> dict:
+    inputs = {}
+    rng = np.random.default_rng(0)
+    for name, (_, shape, n) in archs.items():
+        # rounded so that the reference file stores the inputs exactly
+        x = rng.standard_normal((n,) + shape).round(6)
+        path = f"{tmp}/{name}-x.npz"
+        # neural-tangents is channels-last
+        np.savez(path, x=np.moveaxis(x, 1, -1) if len(shape) > 1 else x)
+        inputs[name] = (path, x)
+    job = {"archs": {k: v[0] for k, v in archs.items()}, "dtypes": dtypes,
+           "inputs": {k: v[0] for k, v in inputs.items()}, "repeats": repeats, "outdir": tmp}
+    Path(f"{tmp}/job.json").write_text(json.dumps(job))
+    subprocess.run([str(ensure_venv()), str(SIDE), f"{tmp}/job.json", f"{tmp}/out.json"],
+                   check=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    nt = json.loads(Path(f"{tmp}/out.json").read_text())
+    rows = {}
+    for name, (spec, _, _) in archs.items():
+        for dt in dtypes:
+            ref = np.load(nt[name][dt]["path"])
+            k, th, sec = lazylab_kernels(spec, inputs[name][1], dt, repeats)
+            off, diag = split_rel(k, ref["nngp"]), split_rel(th, ref["ntk"])
+            rows[(name, dt)] = {"rel": max(off[0], diag[0]), "rel_diag": max(off[1], diag[1]),
+                                "lazylab_s": sec, "nt_s": nt[name][dt]["seconds"],
+                                "x": inputs[name][1], "nngp": ref["nngp"], "ntk": ref["ntk"]}
+    return rows
+
+
+def write_reference(rows: dict, archs: dict) -> None:
+    ref = {}
+    for (name, dt), r in rows.items():
+        if dt != "float64":
+            continue
+        # a kernel entry depends only on its pair: the first m inputs' block is exact
+        m = REFERENCE_N
+        ref[name] = {"spec": archs[name][0], "x": r["x"][:m].tolist(),
+                     "nngp": r["nngp"][:m, :m].tolist(), "ntk": r["ntk"][:m, :m].tolist()}
+    REFERENCE.parent.mkdir(parents=True, exist_ok=True)
+    REFERENCE.write_text(json.dumps(ref, separators=(",", ":")))
+    print(f"wrote {REFERENCE} ({len(ref)} architectures)")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer depths, no timing shapes")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--write-reference", action="store_true")
+    a = p.parse_args()
+    archs = architectures(a.quick)
+    with tempfile.TemporaryDirectory() as tmp:
+        if a.write_reference:
+            small = architectures(True)
+            write_reference(run(small, ["float64"], 1, tmp), small)
+            return
+        rows = run(archs, ["float64", "float32"], a.repeats, tmp)
+        if not a.quick:
+            rows.update(run(timing_archs(), ["float32"], a.repeats, tmp))
+    print(f"{'architecture':36s} {'dtype':8s} {'rel off-diag':>12s} {'rel diag':>9s} "
+          f"{'lazylab s':>10s} {'nt s':>8s} {'nt/lazylab':>10s}")
+    worst = [0.0, 0.0]
+    for (name, dt), r in rows.items():
+        if dt == "float64" and not name.startswith("time-"):
+            worst = [max(worst[0], r["rel"]), max(worst[1], r["rel_diag"])]
+        print(f"{name:36s} {dt:8s} {r['rel']:12.2e} {r['rel_diag']:9.2e} "
+              f"{r['lazylab_s']:10.4f} {r['nt_s']:8.4f} {r['nt_s'] / r['lazylab_s']:10.2f}")
+    print(f"largest float64 relative difference: {worst[0]:.2e} off the diagonal, "
+          f"{worst[1]:.2e} on it")
+
+
+if __name__ == "__main__":
+    main()
