@@ -95,12 +95,37 @@ def test_two_workers_match_one(toy, tmp_path, reference):
     assert (tmp_path / "toy-mean" / "results.csv").read_bytes() == reference
 
 
-def test_max_time_stops_between_groups_and_resume_finishes(toy, tmp_path, reference):
+class VirtualTime:
+    """A clock that only the toy's ``sleep`` advances: the runner's deadline arithmetic runs
+    on it, so where a run stops does not depend on the machine's speed or load."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_max_time_stops_between_groups_and_resume_finishes(toy, tmp_path, reference,
+                                                           monkeypatch):
+    import toy_experiment
+    from lazylab.runner import job, serial
+
+    clock = VirtualTime()
+    for module in (job, serial, toy_experiment):
+        monkeypatch.setattr(module, "time", clock)
     spec = spec_of(toy, sleep="0.5")
-    # The cost model's prior (0.17 s a unit) lets the first group start; it takes at least
-    # 1 s (two units of 0.5 s), which leaves no room for a second one within 1.5 s.
+    # The cost model's prior (0.17 s a unit) lets the first group start; it takes 1 s (two
+    # units of 0.5 s), which leaves no room for a second one within 1.5 s.
     with pytest.raises(OutOfTime) as err:
-        run(spec, tmp_path, deadline=time.monotonic() + 1.5)
+        run(spec, tmp_path, deadline=clock.monotonic() + 1.5)
+    assert clock.now == 1001.0  # exactly one group of two units ran
     assert err.value.exit_code == 3 and "--resume" in str(err.value)
     with Store(tmp_path / STORE_NAME) as st:
         assert st.count("toy-mean") == 2
