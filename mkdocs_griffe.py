@@ -94,8 +94,9 @@ def _sections(lines: list[str]) -> Iterator[tuple[str | None, list[str]]]:
     body: list[str] = []
     i = 0
     while i < len(lines):
+        known = lines[i].strip().lower() in PARAM_SECTIONS | RETURN_SECTIONS | {"examples"}
         if (i + 1 < len(lines) and lines[i].strip() and not lines[i].startswith(" ")
-                and HEADER.match(lines[i + 1]) and (i == 0 or not lines[i - 1].strip())):
+                and HEADER.match(lines[i + 1]) and (known or i == 0 or not lines[i - 1].strip())):
             yield title, body
             title, body = lines[i].strip(), []
             i += 2
