@@ -13,6 +13,7 @@
 
 from lazylab.kernels.arccos import arccos_j, relu_power_nngp, relu_power_ntk
 from lazylab.kernels.closed_form import derivative_kernel, nngp, ntk
+from lazylab.kernels.deep import DeepKernel as DeepKernel
 from lazylab.kernels.dual import erf_dual, gaussian_moment, poly_dual, sin_dual
 from lazylab.kernels.empirical import EntkInfo, empirical_ntk, trained_names
 from lazylab.kernels.gaussian import gaussian_kernel
