@@ -72,5 +72,7 @@ def test_claim_three_states_and_json_record():
 
 def test_legacy_positional_claims_keep_numbers_numeric():
     c = Claim("a", "s", True, {"per_d": [1, 2]}, "text", 0.1)
-    assert c.status == "held" and math.isnan(c.measured) and math.isnan(c.expected)
+    # The non-numbers move to details and read as NaN, so the verdict cannot stand as held.
+    assert c.status == "failed" and math.isnan(c.measured) and math.isnan(c.expected)
     assert c.details["measured"] == {"per_d": [1, 2]} and c.tolerance == 0.1
+    assert c.details["non_finite"].startswith("measured is not a number, expected is not a")

@@ -157,8 +157,11 @@ def test_resume_with_another_configuration_is_refused(toy, reference, monkeypatc
         with pytest.raises(InputError, match=r"changed: d 3 -> 4, sigma 1.0 -> 2.0"):
             check_resume(st, spec_of(toy, sigma="2", d="4"), base)
         # A change to the experiment's source, or to torch's version, is refused too.
-        monkeypatch.setattr(ToyMean, "code_version", classmethod(lambda cls: "edited"))
-        with pytest.raises(InputError, match=r"code_version \(the experiment's code changed\)"):
+        real_code = ToyMean.code_identity()
+        edited = {**real_code, "toy_experiment": {"toy_experiment.py": "edited"}}
+        monkeypatch.setattr(ToyMean, "code_identity", classmethod(lambda cls: edited))
+        with pytest.raises(InputError, match=r"plugin toy_experiment source changed "
+                                             r"\(toy_experiment\.py\)"):
             check_resume(st, spec_of(toy), base)
         monkeypatch.undo()
         import lazylab.runner.spec as spec_mod
@@ -179,9 +182,12 @@ def test_code_version_hashes_the_module_source(toy):
     assert src.endswith("toy_experiment.py")
     from lazylab.experiments import get_experiment
 
-    # Experiments of one paper package share the hash of the package's sources.
-    a, b = get_experiment("arora-spectrum"), get_experiment("arora-convergence")
+    # Every built-in experiment runs lazylab's code: they share one code identity, and a
+    # plugin adds its own module's hash to it.
+    a, b = get_experiment("arora-spectrum"), get_experiment("nichani-taylor")
     assert type(a).code_version() == type(b).code_version() != v
+    assert set(ToyMean.code_identity()) == {"lazylab", "toy_experiment"}
+    assert set(type(a).code_identity()) == {"lazylab"}
 
 
 def test_two_workers_match_one(toy, reference, tmp_path):

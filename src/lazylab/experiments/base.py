@@ -158,6 +158,12 @@ class Claim:
     Build claims with :meth:`verdict` or :meth:`not_applicable`. For old call sites a boolean
     ``status`` is read as held/failed and a non-numeric ``measured``/``expected``/``tolerance``
     moves into ``details`` (the number becomes NaN).
+
+    No claim holds on non-finite numbers: a ``held`` verdict whose measured value, expected
+    value or tolerance is NaN or infinite becomes ``failed`` (a NaN tolerance would otherwise
+    pass any comparison that treats "not greater" as "within", and an all-zero or overflowed
+    computation is no evidence), with ``details["non_finite"]`` naming the numbers. In
+    ``claims.json`` (:meth:`to_dict`) non-finite numbers are written as null, never as text.
     """
 
     id: str
@@ -184,6 +190,11 @@ class Claim:
             if v is not None and not isinstance(v, (int, float)):
                 details.setdefault(name, _jsonable(v))
             object.__setattr__(self, name, _num(v))
+        bad = _non_finite(self.measured, self.expected, self.tolerance)
+        if status == "held" and bad:
+            object.__setattr__(self, "status", "failed")
+            details["non_finite"] = (f"{', '.join(bad)}: a claim cannot hold on non-finite "
+                                     "numbers")
         object.__setattr__(self, "details", details)
 
     # ---- constructors ------------------------------------------------------------------
@@ -226,12 +237,25 @@ class Claim:
 
     def to_dict(self) -> dict[str, Any]:
         """The claims.json record: id, statement, held (boolean), measured, expected, tolerance
-        (see lazylab.report), plus the rest."""
+        (see lazylab.report), plus the rest.
+
+        Strict JSON without text for numbers: a non-finite measured / expected / tolerance /
+        ratio is null, and a non-finite number inside ``details`` too. The reason is in
+        ``details``: ``reason`` (not applicable, nothing measured) or ``non_finite`` (which
+        number was NaN or infinite, set by the constructor for a held verdict, and here for a
+        failed one).
+        """
+        details = dict(self.details)
+        bad = _non_finite(self.measured, self.expected, self.tolerance)
+        if bad and "reason" not in details and "non_finite" not in details:
+            details["non_finite"] = ", ".join(bad)
         return {
             "id": self.id, "statement": self.statement, "held": self.held,
-            "status": self.status, "measured": self.measured, "expected": self.expected,
-            "tolerance": self.tolerance, "comparison": self.comparison, "ratio": self.ratio,
-            "error_model": self.error_model, "details": _jsonable(self.details),
+            "status": self.status, "measured": _finite_or_none(self.measured),
+            "expected": _finite_or_none(self.expected),
+            "tolerance": _finite_or_none(self.tolerance), "comparison": self.comparison,
+            "ratio": _finite_or_none(self.ratio), "error_model": self.error_model,
+            "details": _jsonable(details, finite=True),
         }
 
     @property
@@ -314,16 +338,36 @@ def comparison_text(measured: float, expected: float, tolerance: float, op: str,
     return f"{m} within {e} +- {t}"
 
 
-def _jsonable(v: Any) -> Any:
+def _jsonable(v: Any, finite: bool = False) -> Any:
+    """``v`` as JSON-able Python (numpy scalars and arrays to numbers and lists); with
+    ``finite`` a non-finite float becomes None."""
     if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, np.ndarray):
-        return v.tolist()
+        v = v.item()
+    elif isinstance(v, np.ndarray):
+        v = v.tolist()
     if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
+        return [_jsonable(x, finite) for x in v]
     if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
+        return {str(k): _jsonable(x, finite) for k, x in v.items()}
+    if finite and isinstance(v, float):
+        return _finite_or_none(v)
     return v
+
+
+def _finite_or_none(v: float) -> float | None:
+    """``v``, or None when it is NaN or infinite (claims.json writes null)."""
+    return v if math.isfinite(v) else None
+
+
+def _non_finite(measured: float, expected: float, tolerance: float) -> list[str]:
+    """``"measured is not a number"``, ``"tolerance is +infinity"``, ... for each non-finite
+    number of a claim (words, so claims.json never holds "nan" as text)."""
+    out = []
+    for name, v in (("measured", measured), ("expected", expected), ("tolerance", tolerance)):
+        if not math.isfinite(v):
+            out.append(f"{name} is " + ("not a number" if math.isnan(v) else
+                                        "+infinity" if v > 0 else "-infinity"))
+    return out
 
 
 class Series(NamedTuple):
@@ -612,28 +656,24 @@ class Experiment(ABC):
         return None
 
     @classmethod
-    def code_version(cls) -> str:
-        """Hash of the source of the module defining this experiment and its sibling modules.
+    def code_identity(cls) -> dict[str, dict[str, str]]:
+        """Per-file hashes of all the code a unit of this experiment runs: every ``.py`` file
+        of the lazylab package and, for a plugin, of the top-level package of its module
+        (:func:`lazylab.experiments.code_identity.code_identity`).
 
-        Part of the identity of stored units: ``--resume`` after a change to the experiment's
-        code (its module or its paper package) recomputes instead of mixing old and new units.
+        Part of the identity of stored units: ``--resume`` after an edit to any of these
+        files is refused, naming them, instead of mixing units of the old and the new code.
         """
-        import hashlib
-        import inspect
-        import sys
-        from pathlib import Path
+        from lazylab.experiments.code_identity import code_identity
 
-        mod = sys.modules.get(cls.__module__)
-        path = Path(inspect.getfile(cls))
-        files = [path]
-        if mod is not None and getattr(mod, "__package__", None) and "." in cls.__module__:
-            pkg = cls.__module__.rsplit(".", 1)[0]
-            if pkg != "lazylab.experiments":  # a paper package: its sibling modules count too
-                files = sorted(path.parent.glob("*.py"))
-        h = hashlib.sha256()
-        for f in files:
-            h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
-        return h.hexdigest()[:16]
+        return code_identity(cls)
+
+    @classmethod
+    def code_version(cls) -> str:
+        """16 hex digits summarising :meth:`code_identity` (recorded in config.json)."""
+        from lazylab.experiments.code_identity import code_version
+
+        return code_version(cls.code_identity())
 
     @abstractmethod
     def claims(self, p: ExperimentParams, results: Results) -> list[Claim]:

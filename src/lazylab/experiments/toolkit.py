@@ -448,7 +448,8 @@ def match_claim(cid: str, statement: str, measured: float | Sequence[float],
     allowance (finite width, finite d, training error). Scalars or equal-length sequences
     (scalars broadcast). The reported measured/expected/tolerance are those of the tightest
     point (largest ``|m - e| / tol``), so ``ratio > 1`` iff the claim failed; every point is in
-    ``details["points"]``. Any non-finite measured value fails the claim.
+    ``details["points"]``. Any non-finite measured value, expected value or tolerance fails
+    the claim (a NaN standard error gives a NaN tolerance, which no comparison passes).
 
     Examples
     --------
@@ -467,7 +468,7 @@ def match_claim(cid: str, statement: str, measured: float | Sequence[float],
     dev = np.abs(m - e)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(tol > 0, dev / tol, np.where(dev > 0, np.inf, 0.0))
-    r = np.where(np.isfinite(m) & np.isfinite(e), r, np.inf)
+    r = np.where(np.isfinite(m) & np.isfinite(e) & np.isfinite(tol), r, np.inf)
     i = int(np.argmax(r))
     held = bool(np.all(r <= 1.0))
     xs = list(x) if x is not None else list(range(m.size))

@@ -7,11 +7,18 @@ theory rows). Everything is assembled from stored units: nothing is recomputed e
 experiment's closed-form ``theory`` rows. :func:`assemble` is the one path from a store to the
 outputs, shared by :func:`~lazylab.runner.run_experiment` (and so ``lazylab robustness``, which
 runs each setting through it) and :func:`rebuild` (``lazylab report``).
+
+Non-finite numbers (a diverged training run, an overflow) are kept and flagged, not refused:
+``results.csv`` writes them as ``nan``, ``inf`` or ``-inf`` (what Python's ``float`` reads
+back), :func:`non_finite_summary` counts them and names their series, the run records that in
+``config.json`` (``non_finite_values``), and a claim whose measured value, expected value or
+tolerance is non-finite does not hold (:class:`~lazylab.experiments.base.Claim`).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +35,10 @@ if TYPE_CHECKING:
     from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results
 
 __all__ = ["Assembly", "assemble", "collect_rows", "draw_figure", "finish_experiment",
-           "rebuild", "theory_rows", "tidy_rows"]
+           "non_finite_summary", "rebuild", "theory_rows", "tidy_rows"]
+
+#: Series named in :func:`non_finite_summary` before the rest are only counted.
+_SERIES_SHOWN = 10
 
 
 
@@ -58,6 +68,25 @@ def collect_rows(exp: Experiment, p: ExperimentParams, seeds: int,
             rows.extend({**r, "seed": s} for r in unit_rows)
     rows.extend({**r, "seed": None} for r in theory)
     return rows, missing
+
+
+def non_finite_summary(rows: Rows) -> dict[str, Any] | None:
+    """``{"rows": count, "series": ["kind method/metric", ...]}`` of the rows whose ``x`` or
+    ``value`` is NaN or infinite (at most 10 series named, sorted); None when every number is
+    finite.
+
+    >>> non_finite_summary([{"kind": "simulation", "method": "NN", "metric": "risk",
+    ...                      "x": 1.0, "value": float("inf")}])
+    {'rows': 1, 'series': ['simulation NN/risk']}
+    """
+    bad = [r for r in rows if not (math.isfinite(r["x"]) and math.isfinite(r["value"]))]
+    if not bad:
+        return None
+    series = sorted({f"{r['kind']} {r['method']}/{r['metric']}" for r in bad})
+    shown = series[:_SERIES_SHOWN]
+    if len(series) > _SERIES_SHOWN:
+        shown.append(f"and {len(series) - _SERIES_SHOWN} more")
+    return {"rows": len(bad), "series": shown}
 
 
 @dataclass

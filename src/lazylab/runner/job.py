@@ -49,7 +49,9 @@ class Job:
 def call_group(exp: Experiment, job: Job, label: str | None,
                members: Sequence[tuple[dict[str, Any], int]], group_seed: int) -> Result:
     """Run one group (``label`` None: a single unit through ``run_unit``) under the job's
-    policy; the payload is one list of tidy rows per member. A failure comes back as data."""
+    policy; the payload is one list of tidy rows per member. A failure comes back as data:
+    any exception, and ``SystemExit`` too (a unit calling ``sys.exit``); KeyboardInterrupt
+    (Ctrl-C, SIGTERM) still propagates and stops the run."""
     import torch
 
 
@@ -71,6 +73,11 @@ def call_group(exp: Experiment, job: Job, label: str | None,
     except Exception as e:
         return ("error", f"{type(e).__name__}: {e}", time.perf_counter() - t0,
                 traceback.format_exc())
+    except SystemExit as e:
+        # sys.exit() inside a unit would end the run as if it had finished (exit status 0
+        # from a worker or from this process): it is a failed unit like any other exception.
+        return ("error", f"the unit tried to end the process (SystemExit({e.code!r}))",
+                time.perf_counter() - t0, traceback.format_exc())
     return "ok", rows, time.perf_counter() - t0, None
 
 

@@ -27,7 +27,7 @@ from lazylab.errors import (
     StoreFault,
     UnitFailed,
 )
-from lazylab.runner.assemble import assemble, theory_rows
+from lazylab.runner.assemble import assemble, non_finite_summary, theory_rows
 from lazylab.runner.backends import check_backend, execute
 from lazylab.runner.gpu_share import for_run as gpu_reservation
 from lazylab.runner.job import Clock
@@ -66,8 +66,7 @@ class RunOutcome:
     rows: list[dict[str, Any]] = field(default_factory=list)
 
 
-_WHY = {"code_version": "the experiment's code changed",
-        "versions": "package versions changed", "policy": "the execution policy changed",
+_WHY = {"versions": "package versions changed", "policy": "the execution policy changed",
         "device": "another device type", "scale": "another scale",
         "data": "the data files read differ (another folder or other contents)"}
 
@@ -75,16 +74,22 @@ _WHY = {"code_version": "the experiment's code changed",
 def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """What differs between two unit identities, e.g. ``torch 2.12.0 -> 2.13.0``.
 
-    >>> describe_changes({"params": {"d": 3}, "code_version": "a"},
-    ...                  {"params": {"d": 4}, "code_version": "b"})
-    ["code_version (the experiment's code changed)", 'd 3 -> 4']
+    >>> describe_changes({"params": {"d": 3}, "code": {"lazylab": {"toolkit.py": "a"}}},
+    ...                  {"params": {"d": 4}, "code": {"lazylab": {"toolkit.py": "b"}}})
+    ['lazylab source changed (toolkit.py)', 'd 3 -> 4']
     """
+    from lazylab.experiments.code_identity import describe_code_change
+
     out = []
     for k in sorted(set(old) | set(new)):
         a, b = old.get(k), new.get(k)
         if a == b:
             continue
-        if isinstance(a, dict) and isinstance(b, dict):
+        if k == "code":
+            out += describe_code_change(a, b)
+        elif k == "code_version":
+            continue  # the summary hash an older lazylab stored; "code" names the change
+        elif isinstance(a, dict) and isinstance(b, dict):
             for s in sorted(set(a) | set(b)):
                 if a.get(s) != b.get(s):
                     out.append(f"{s} {_short(a.get(s))} -> {_short(b.get(s))}")
@@ -102,7 +107,7 @@ def _short(v: Any) -> str:
 
 def check_resume(store: Store, spec: RunSpec, out_dir: Path) -> None:
     """Refuse to resume onto stored units of a different identity (InputError naming what
-    changed: parameters, code version, package versions, policy). When only the execution
+    changed: parameters, edited source files, package versions, policy). When only the execution
     policy differs, the message gives the options that recreate the stored one."""
     if store.config_hash(spec.exp.id) in (None, spec.config_hash):
         return
@@ -207,6 +212,9 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
         except LazylabError:
             save("failed")
             raise
+        except SystemExit as e:  # experiment code calling sys.exit: a failure, never success
+            save("failed")
+            raise _exited(exp.id, "the run", e) from e
         except BaseException:
             save("interrupted")
             raise
@@ -223,9 +231,15 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
             if done.missing:  # only if the store was changed under us
                 raise RuntimeError(f"{done.missing} unit(s) vanished from the store during the run")
             out.claims, out.rows = done.claims, done.rows
+            flagged = non_finite_summary(done.rows)
+            if flagged is not None:  # kept in results.csv, and said so in config.json
+                config["non_finite_values"] = flagged
         except StoreFault:
             save("failed")
             raise
+        except SystemExit as e:
+            save("failed")
+            raise _exited(exp.id, "assembling the results", e) from e
         except Exception as e:
             save("failed")
             if isinstance(e, FileNotFoundError):
@@ -258,6 +272,16 @@ def _prepare(spec: RunSpec) -> Any:
     except Exception as e:
         raise UnitFailed(f"{spec.exp.id}: prepare failed: {type(e).__name__}: {e}",
                          traceback.format_exc()) from e
+    except SystemExit as e:
+        raise _exited(spec.exp.id, "prepare", e) from e
+
+
+def _exited(exp_id: str, where: str, e: SystemExit) -> UnitFailed:
+    """The failure for experiment code that raised SystemExit (``sys.exit``) in ``where``:
+    the run must not end with the exit status the experiment chose (0 would read as success
+    with nothing computed)."""
+    return UnitFailed(f"{exp_id}: {where} tried to end the process (SystemExit({e.code!r})); "
+                      "finished units are stored", traceback.format_exc())
 
 
 def _now() -> str:

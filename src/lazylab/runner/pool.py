@@ -112,7 +112,8 @@ class PoolBackend:
                         res = fut.result()
                     except BrokenProcessPool as e:
                         raise UnitFailed(f"{job.exp_id}: a worker process died while running "
-                                         f"{g.units[0].key_json} (out of memory?)") from e
+                                         f"{g.units[0].key_json} (out of memory, a crash, or "
+                                         "the unit ended its process)") from e
                     if res[0] == "ok":
                         clock.seen(g, time.monotonic() - t0)
                         yield from group_done(g, res)

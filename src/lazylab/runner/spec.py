@@ -2,10 +2,11 @@
 execution policy) and its grid of :class:`WorkUnit` s in canonical order.
 
 The identity of stored units (:attr:`RunSpec.identity`) is everything their numbers depend on:
-experiment id, parameters, scale, device type, the execution policy, the experiment's code
-version (a hash of its source, :meth:`Experiment.code_version`), the versions of lazylab,
-torch and numpy, and a fingerprint of the contents of every real data file the run reads.
-``--resume`` is refused, naming what changed, when it differs.
+experiment id, parameters, scale, device type, the execution policy, the code a unit runs
+(per-file hashes of every ``.py`` file of lazylab and of a plugin's own package,
+:meth:`Experiment.code_identity`), the versions of lazylab, torch and numpy, and a
+fingerprint of the contents of every real data file the run reads. ``--resume`` is refused,
+naming what changed (down to the edited source files), when it differs.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class RunSpec:
         """
         out = {"experiment": self.exp.id, "params": self.params.model_dump(mode="json"),
                "scale": self.scale, "device": self.device.type,
-               "policy": self.policy.identity(), "code_version": self.exp.code_version(),
+               "policy": self.policy.identity(), "code": self.exp.code_identity(),
                "versions": package_versions()}
         data = self.data_fingerprints
         if data:
