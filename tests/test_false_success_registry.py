@@ -137,6 +137,13 @@ def test_a_refused_plugin_is_named_in_one_line(plugins, name, obj, why):
                            "toy-plugin-dist) refused: "), line
     assert set(registry.REGISTRY) == before  # nothing of it registered
     assert registry.REGISTRY["bailee-xor"].__class__.__name__ != obj.__name__
+    if name == "bailee-xor":  # the name still means the built-in experiment
+        registry.check_targets([name])
+    else:
+        with pytest.raises(InputError, match="refused"):
+            registry.check_targets([name])
+    with pytest.raises(InputError, match="`all` includes it"):
+        registry.check_targets(["all"])
 
 
 def test_a_module_plugin_that_fails_midway_leaves_nothing_registered(plugins):

@@ -210,12 +210,15 @@ def refused_plugins() -> dict[str, str]:
 def check_targets(targets: Sequence[str]) -> None:
     """InputError (exit 2) with the plugin's one line when ``targets`` names a refused plugin,
     or is ``all`` while any plugin is refused (a run of "all" would otherwise succeed without
-    it). Other targets, and ``lazylab list``, are unaffected."""
+    it). A name that is also a registered id or paper key (a plugin that tried to reuse a
+    built-in id) means the registered experiments; other targets, and ``lazylab list``, are
+    unaffected."""
     from lazylab.errors import InputError
 
     refused = refused_plugins()
+    taken = set(REGISTRY) | {e.paper for e in REGISTRY.values()}
     for t in targets:
-        if t in refused:
+        if t in refused and t not in taken:
             raise InputError(refused[t])
         if t == "all" and refused:
             name = next(iter(refused))
