@@ -1,10 +1,19 @@
-"""Test-wide settings: a non-interactive matplotlib backend, and the ``one_thread`` fixture."""
+"""Test-wide settings: a non-interactive matplotlib backend, Hypothesis without clocks, and the
+``one_thread`` fixture."""
 
 import os
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+# Hypothesis's defaults time each example (a 200 ms deadline, and a health check that fails
+# when generating data is slow): under load these fail tests that are correct. No clock, and
+# the same examples on every run (derandomize), so a result never depends on the machine.
+settings.register_profile("lazylab", deadline=None, derandomize=True, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("lazylab")
 
 
 @pytest.fixture(scope="module")
