@@ -299,12 +299,13 @@ def _check_idx_headers(heads: list[IdxHeader]) -> None:
     tri, trl, tei, tel = heads
     for im, lab in ((tri, trl), (tei, tel)):
         if len(im.shape) < 2:
-            raise ValueError(f"{im.path}: images must have at least two dimensions (count, "
-                             f"pixels...); the header declares {im.shape}")
+            raise ValueError(f"{im.path}: images must have at least one pixel; the header "
+                             f"declares shape {im.shape}")
         if len(lab.shape) != 1 or lab.shape[0] != im.shape[0]:
-            raise ValueError(f"{lab.path}: the header declares labels of shape {lab.shape} "
-                             f"for the {im.shape[0]} images of {im.path.name} (one label per "
-                             "image, one dimension)")
+            n = lab.shape[0] if lab.shape else 0
+            raise ValueError(f"{lab.path}: {n} labels for the {im.shape[0]} images of "
+                             f"{im.path.name} (the headers declare {lab.shape} and {im.shape}; "
+                             "one label per image, one dimension)")
     if tri.shape[1:] != tei.shape[1:]:
         raise ValueError(f"image sizes differ: {tri.path.name} holds images of "
                          f"{' x '.join(map(str, tri.shape[1:]))}, {tei.path.name} of "
