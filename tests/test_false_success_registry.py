@@ -237,3 +237,18 @@ def test_the_lock_keeps_a_plain_file_working(tmp_path):
     with RunLock(tmp_path, "toy-mean"):
         assert path.read_text() == f"{os.getpid()}\n"
     assert path.read_text() == ""
+
+
+def test_an_id_that_bypassed_registration_never_reaches_the_disk(tmp_path, monkeypatch):
+    """Registration refuses ``..``; an experiment put into the registry directly is refused
+    by the run lock, before the output folder or anything beside it is written."""
+    registry.all_experiments()
+    monkeypatch.setattr(registry, "REGISTRY", dict(registry.REGISTRY))
+    registry.REGISTRY[".."] = toy_class("..")()
+    out = tmp_path / "parent" / "out"
+    out.mkdir(parents=True)
+    res = cli("reproduce", "..", "--out", str(out), "--set", "ns=200")
+    assert res.exit_code == 2 and "not a lower-case slug" in res.stderr, res.output
+    assert "Traceback" not in res.output
+    assert sorted(p.name for p in (tmp_path / "parent").iterdir()) == ["out"]
+    assert [p.name for p in out.iterdir() if p.name != "lazylab.sqlite"] == []
