@@ -59,7 +59,7 @@ def plugins(monkeypatch):
     def install(*eps: FakeEntryPoint) -> dict[str, str]:
         monkeypatch.setattr(registry, "plugin_entry_points", lambda: list(eps))
         monkeypatch.setattr(registry, "_loaded", False)
-        with pytest.warns(RuntimeWarning) if any(_bad(ep) for ep in eps) else _nothing():
+        with pytest.warns(registry.PluginWarning) if any(_bad(ep) for ep in eps) else _nothing():
             registry.all_experiments()
         return registry.REFUSED
 

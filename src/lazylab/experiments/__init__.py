@@ -11,8 +11,8 @@ from lazylab.experiments.base import Claim, Experiment, Results
 
 __all__ = [
     "ENTRY_POINT_GROUP", "REGISTRY", "PAPERS", "register", "get_experiment", "all_experiments",
-    "plugin_entry_points", "check_targets", "refused_plugins", "REFUSED", "Claim", "Experiment",
-    "Results",
+    "plugin_entry_points", "check_targets", "refused_plugins", "PluginWarning", "REFUSED",
+    "Claim", "Experiment", "Results",
 ]
 
 REGISTRY: dict[str, Experiment] = {}
@@ -120,6 +120,11 @@ def plugin_entry_points() -> list[Any]:
 REFUSED: dict[str, str] = {}
 
 
+class PluginWarning(RuntimeWarning):
+    """Warned once per refused plugin with its :data:`REFUSED` line (a category of its own, so
+    that a front end can show it as its own one-line message)."""
+
+
 def _plugin_label(ep: Any) -> str:
     """``'NAME' (VALUE, distribution DIST)``: enough to find the package to fix or remove."""
     dist = getattr(getattr(ep, "dist", None), "name", None)
@@ -184,7 +189,7 @@ def _load_plugin(ep: Any) -> None:
             del REGISTRY[k]
         why = str(e) if isinstance(e, ValueError | TypeError) else f"{type(e).__name__}: {e}"
         REFUSED[ep.name] = f"lazylab plugin {_plugin_label(ep)} refused: {why}"
-        warnings.warn(REFUSED[ep.name], RuntimeWarning, stacklevel=3)
+        warnings.warn(REFUSED[ep.name], PluginWarning, stacklevel=3)
 
 
 def _load_all() -> None:
