@@ -160,6 +160,11 @@ def test_routes_cover_structured_local_and_whole_network_jacobian() -> None:
     _, info = empirical_ntk(frozen, MODELS["frozen"][1], method="structured",
                             return_info=True)
     assert sorted(info.routes) == ["0.weight", "2.bias", "4.bias", "4.weight"]
+    # buffers (BatchNorm running statistics) are not trained unless named
+    bn = _init(nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 1)), 18).eval()
+    _, info = empirical_ntk(bn, MODELS["frozen"][1], method="structured", return_info=True)
+    assert sorted(info.routes) == ["0.bias", "0.weight", "1.bias", "1.weight", "2.bias",
+                                   "2.weight"]
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -203,8 +208,8 @@ def test_tiny_memory_budget_is_refused_before_compute() -> None:
         with pytest.raises(ValueError, match=r"max_bytes=.* too small: method='jacobian' "
                                              r"needs at least \d+ bytes"):
             empirical_ntk(net, X, method="jacobian", max_bytes=need - 1)
-        # only the three probe passes (output shape, parameter uses, flop count), no block
-        assert len(calls) == 3
+        # only the two probe passes (output shape; parameter uses and flop), no block
+        assert len(calls) == 2
         with pytest.raises(ValueError, match="every method"):
             empirical_ntk(net, X, max_bytes=16)
     finally:
@@ -237,6 +242,14 @@ def test_default_trained_is_w_for_a_two_layer_net_and_all_for_any_module() -> No
     part = empirical_ntk(seq, X, trained=["2.weight"])
     ref = torch.tanh(seq[0](X)) @ torch.tanh(seq[0](X)).T
     torch.testing.assert_close(part, ref.detach(), rtol=1e-12, atol=1e-12)
+    # by module and by tensor
+    torch.testing.assert_close(empirical_ntk(seq, X, trained=[seq[2]]),
+                               empirical_ntk(seq, X, trained=["2.weight", "2.bias"]),
+                               rtol=0, atol=0)
+    torch.testing.assert_close(empirical_ntk(seq, X, trained=[seq[2].weight]), part,
+                               rtol=0, atol=0)
+    with pytest.raises(ValueError, match="trained must name parameters"):
+        empirical_ntk(seq, X, trained=[nn.Linear(2, 2)])
     tied = MODELS["tied_modules"][0]
     Xt = MODELS["tied_modules"][1]
     torch.testing.assert_close(empirical_ntk(tied, Xt, trained=["a.weight", "b.weight"]),

@@ -275,22 +275,34 @@ def _two_layer_ntk(net: TwoLayerNet, X: torch.Tensor, Z: torch.Tensor | None,
     return out
 
 
-def _resolve_trained(net: nn.Module, trained: str | Sequence[str] | None) -> list[str]:
+TrainedSpec = str | Sequence[str | nn.Module | torch.Tensor] | None
+
+
+def _resolve_trained(net: nn.Module, trained: TrainedSpec) -> list[str]:
     """Canonical names of the trained tensors; None: the first layer of a TwoLayerNet, every
-    parameter with requires_grad of any other module. Aliases of one tied tensor count once."""
+    parameter with requires_grad of any other module. A list may mix names, submodules (all
+    their parameters) and parameter tensors; aliases of one tied tensor count once."""
     if trained is None:
         trained = "first" if isinstance(net, TwoLayerNet) else "all"
     if not isinstance(trained, str):
         # names of tied parameters (dropped by named_parameters) map to the kept name
         alias = {k: id(v) for k, v in net.named_parameters(remove_duplicate=False)}
         canon = {id(v): k for k, v in net.named_parameters()}
-        trained = [canon[alias[k]] if k in alias else k for k in trained]
-    names = trained_names(net, trained)
-    return list(dict.fromkeys(names))
+        names: list[str] = []
+        for item in trained:
+            if isinstance(item, nn.Module):
+                names += [canon.get(id(p), "<a parameter outside net>")
+                          for p in item.parameters()]
+            elif isinstance(item, torch.Tensor):
+                names.append(canon.get(id(item), "<a tensor outside net>"))
+            else:
+                names.append(canon[alias[item]] if item in alias else item)
+        trained = names
+    return list(dict.fromkeys(trained_names(net, trained)))
 
 
 def empirical_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None = None, *,
-                  trained: str | Sequence[str] | None = None, method: str = "auto",
+                  trained: TrainedSpec = None, method: str = "auto",
                   output: int | str | None = None, chunk: int | None = None,
                   chunk_elems: int | None = None, max_bytes: int | None = None,
                   return_info: bool = False) -> torch.Tensor | tuple[torch.Tensor, EntkInfo]:
@@ -308,7 +320,8 @@ def empirical_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None = None
         H-infinity; every parameter with ``requires_grad`` of any other module), a parameter
         group of the net (``"first"``, ``"hidden"``, ``"last"``, ``"all"``;
         :mod:`lazylab.models.groups`), ``"both"`` (W, a, and c if any, for a TwoLayerNet), or a
-        list of parameter/buffer names. Tied parameters count once; buffers only when named.
+        list of parameter/buffer names, submodules (their parameters) and parameters. Tied
+        parameters count once; buffers only when named.
     method : ``"auto"`` (the closed form for a TwoLayerNet, else the cheapest of the three
         by :func:`lazylab.kernels.entk_methods.plan_methods` that fits ``max_bytes``),
         ``"jacobian"`` (Jacobian contraction; ``"autodiff"`` is the same), ``"ntvp"``

@@ -17,8 +17,8 @@ Every method works on blocks of rows and columns (the last one may be smaller) s
 the per-block intermediates stay within ``chunk_elems`` elements; with ``max_bytes`` a method
 whose smallest block (one example per side) does not fit is refused before any compute.
 :func:`plan_methods` estimates each method's cost as flop + bytes of its largest intermediates
-(from a flop count of one forward pass, ``torch.utils.flop_counter``, and the shapes seen by a
-probe pass) and ``"auto"`` takes the cheapest that fits.
+(from the flop of one forward pass and the shapes, both seen by a probe pass) and ``"auto"``
+takes the cheapest that fits.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from typing import Any
 import torch
 from torch import nn
 from torch.func import functional_call, jacrev, jvp, vjp, vmap
-from torch.utils.flop_counter import FlopCounterMode
 
 from lazylab.kernels.structured import (
     StructuredPlan,
@@ -251,13 +250,6 @@ def _blocked(m: _Method, X: torch.Tensor, Z: torch.Tensor | None, rows: int, col
 # ------------------------------------------------------------------------ cost model
 
 
-def _forward_flop(net: nn.Module, x1: torch.Tensor) -> float:
-    """Flop of one forward pass of one example (matmuls and convolutions), at least 1."""
-    with torch.no_grad(), FlopCounterMode(display=False) as fc:
-        net(x1)
-    return float(max(1, fc.get_total_flops()))
-
-
 def _special_flop(plan: StructuredPlan, n: int, n2: int, n_o: int, diag: bool) -> float:
     total = 0.0
     for mods, role in plan.special.values():
@@ -293,7 +285,7 @@ def plan_methods(net: nn.Module, X: torch.Tensor, n2: int, spec: OutputSpec,
     n, n_o = X.shape[0], len(spec.outs)
     itemsize = X.element_size()
     oo = n_o if spec.diag else n_o * n_o
-    Fw = _forward_flop(net, X[:1])
+    Fw = max(1.0, plan.flop)
     P = sum(t.numel() for t in primals.values())
     pairs = n * n2
     jac_el = n_o * P

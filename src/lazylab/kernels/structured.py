@@ -63,6 +63,7 @@ class _UseTracer(TorchFunctionMode):
         super().__init__()
         self.watched, self.active = watched, active
         self.uses: dict[str, list[frozenset[int]]] = {}
+        self.flop = 0.0
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
         flat, _ = tree_flatten((args, kwargs or {}))
@@ -70,7 +71,30 @@ class _UseTracer(TorchFunctionMode):
             if isinstance(t, torch.Tensor) and id(t) in self.watched:
                 self.uses.setdefault(self.watched[id(t)], []).append(
                     frozenset(id(m) for m in self.active))
-        return func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {}))
+        self.flop += _flop(func, args, out)
+        return out
+
+
+_MATMULS = {torch.matmul, torch.mm, torch.bmm, torch.Tensor.matmul, torch.Tensor.__matmul__,
+            torch.Tensor.mm, torch.Tensor.bmm}
+_CONVS = {F.conv1d, F.conv2d, F.conv3d}
+
+
+def _flop(func: Any, args: Any, out: Any) -> float:
+    """Flop of one torch call from its shapes: 2 k per output entry for linear maps and
+    convolutions (k: the contracted length), one per output entry for anything else."""
+    if not isinstance(out, torch.Tensor):
+        return 0.0
+    a = args[0] if args else None
+    if func is F.linear and isinstance(a, torch.Tensor):
+        return 2.0 * out.numel() * a.shape[-1]
+    if func in _MATMULS and isinstance(a, torch.Tensor) and a.ndim >= 1:
+        return 2.0 * out.numel() * a.shape[-1]
+    if func in _CONVS and len(args) > 1 and isinstance(args[1], torch.Tensor):
+        w = args[1]
+        return 2.0 * out.numel() * (w.numel() // max(1, w.shape[0]))
+    return float(out.numel())
 
 
 @dataclass
@@ -80,8 +104,8 @@ class StructuredPlan:
     ``special``: canonical name -> (modules calling it, role "weight"/"bias") for
     Linear/Conv parameters under the structured rule; ``local``: module id -> (module, [(local
     name, canonical name)]) for parameters under a module's local VJP; ``global_names``:
-    parameters through the whole network's Jacobian. ``per_example`` is the number of
-    elements held per example and output (captured inputs and cotangents), for the memory plan.
+    parameters through the whole network's Jacobian. ``calls``: module id -> (input shape,
+    output shape) of each probed call; ``flop``: flop of one forward pass of one example.
     """
 
     special: dict[str, tuple[list[nn.Module], str]] = field(default_factory=dict)
@@ -90,6 +114,7 @@ class StructuredPlan:
     watch: dict[int, nn.Module] = field(default_factory=dict)
     calls: dict[int, list[tuple[tuple[int, ...], tuple[int, ...]]]] = field(default_factory=dict)
     n_out: int = 1
+    flop: float = 0.0
 
     @property
     def routes(self) -> dict[str, str]:
@@ -112,7 +137,7 @@ def _same_config(mods: list[nn.Module]) -> bool:
 
 
 def _probe(net: nn.Module, x1: torch.Tensor, watched: dict[int, str]
-           ) -> tuple[dict[str, list[frozenset[int]]], dict[int, list[Any]], torch.Tensor]:
+           ) -> tuple[dict[str, list[frozenset[int]]], dict[int, list[Any]], float]:
     """One forward pass of a probe batch recording parameter uses and module call signatures
     (a call counts as per-example when its one tensor input and output lead with the batch)."""
     nb = x1.shape[0]
@@ -139,11 +164,11 @@ def _probe(net: nn.Module, x1: torch.Tensor, watched: dict[int, str]
     tracer = _UseTracer(watched, active)
     try:
         with torch.no_grad(), tracer:
-            out = net(x1)
+            net(x1)
     finally:
         for h in handles:
             h.remove()
-    return tracer.uses, calls, out
+    return tracer.uses, calls, tracer.flop / nb
 
 
 def plan_structured(net: nn.Module, names: list[str], x1: torch.Tensor, n_out: int
@@ -158,8 +183,8 @@ def plan_structured(net: nn.Module, names: list[str], x1: torch.Tensor, n_out: i
         for local, p in m.named_parameters(recurse=False):
             if id(p) in watched:
                 owners[watched[id(p)]].append((m, local))
-    uses, calls, _ = _probe(net, x1, watched)
-    plan = StructuredPlan(n_out=n_out)
+    uses, calls, flop = _probe(net, x1, watched)
+    plan = StructuredPlan(n_out=n_out, flop=flop)
     for name in names:
         own = owners[name]
         mods = [m for m, _ in own]
@@ -200,7 +225,7 @@ def structured_features(net: nn.Module, plan: StructuredPlan, X: torch.Tensor,
                         outs: list[int], jac_fn: Callable[[torch.Tensor], torch.Tensor] | None
                         ) -> Features:
     """Forward the block with hooks on the watched modules, then one batched backward pass per
-    selected output for the cotangents of their outputs (``is_grads_batched``)."""
+    selected output for the cotangents of their outputs."""
     xs: dict[int, list[torch.Tensor]] = {k: [] for k in plan.watch}
     ys: dict[int, list[torch.Tensor]] = {k: [] for k in plan.watch}
 
@@ -229,24 +254,16 @@ def structured_features(net: nn.Module, plan: StructuredPlan, X: torch.Tensor,
 
 
 def _cotangents(f: torch.Tensor, ys: list[torch.Tensor]) -> list[torch.Tensor]:
-    """d f[:, o].sum() / d y for every y and selected output o, as (b, O, *y.shape[1:])."""
-    b, n_o = f.shape
-    eye = torch.eye(n_o, dtype=f.dtype, device=f.device)
-    basis = eye[:, None, :].expand(n_o, b, n_o)
-    try:
-        grads = torch.autograd.grad(f, ys, grad_outputs=basis, is_grads_batched=True,
-                                    allow_unused=True)
-    except RuntimeError:  # an op without a batching rule: one backward pass per output
-        per_o = [torch.autograd.grad(f[:, o].sum(), ys, retain_graph=o < n_o - 1,
-                                     allow_unused=True) for o in range(n_o)]
-        grads = tuple(None if all(g[i] is None for g in per_o) else torch.stack(
-            [g[i] if g[i] is not None else torch.zeros_like(ys[i]) for g in per_o])
-            for i in range(len(ys)))
-    out = []
-    for y, g in zip(ys, grads, strict=True):
-        g = torch.zeros((n_o, *y.shape), dtype=y.dtype, device=y.device) if g is None else g
-        out.append(g.detach().transpose(0, 1))
-    return out
+    """d f[:, o].sum() / d y for every y and selected output o, as (b, O, *y.shape[1:]).
+
+    One backward pass per output (examples are independent, so row i of the gradient is
+    example i's cotangent). A plain loop rather than ``is_grads_batched``: the same flop on
+    one core, and no batching-rule fallbacks or one-off import cost of the vmapped engine."""
+    n_o = f.shape[1]
+    per_o = [torch.autograd.grad(f[:, o].sum(), ys, retain_graph=o < n_o - 1,
+                                 allow_unused=True) for o in range(n_o)]
+    return [torch.stack([g[i].detach() if g[i] is not None else torch.zeros_like(y)
+                         for g in per_o], dim=1) for i, y in enumerate(ys)]
 
 
 # ------------------------------------------------------------------ per-layer rules
