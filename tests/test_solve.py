@@ -286,9 +286,9 @@ def test_kernel_regression_bad_input() -> None:
     with pytest.raises(ValueError, match="kernel"):
         kernel_regression(X, y, kernel="laplace")
     with pytest.raises(ValueError, match="bandwidth"):
-        kernel_regression(X, y, kernel="gaussian", rank=0)
+        kernel_regression(X, y, kernel="gaussian", bandwidth=0.0, rank=0)
     with pytest.raises(ValueError, match="generator"):
-        kernel_regression(X, y, rank=5)
+        kernel_regression(X, y, rank=5, generator=0)
     with pytest.raises(ValueError, match="ridge"):
         kernel_regression(X, y, ridge=-1.0, rank=0)
     with pytest.raises(ValueError, match="y"):

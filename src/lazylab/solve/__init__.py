@@ -3,8 +3,10 @@ gradients), chunked normal equations for designs too large to store, and spectra
 (eigendecomposition, Cholesky Gram solver, orthogonal complement).
 
 At scale: :func:`kernel_regression` (Nystrom-preconditioned CG over kernel tiles computed on
-the fly, never the n x n matrix) and :func:`nt_least_squares` (the NT model of a quadratic
-network by CG over streamed samples, never the n x N d features).
+the fly, never the n x n matrix), :func:`operator_regression` (an implicit kernel such as a
+module's empirical NTK: formed and solved directly while it fits, else CG preconditioned by a
+randomized Nystrom sketch of its products) and :func:`nt_least_squares` (the NT model of a
+quadratic network by CG over streamed samples, never the n x N d features).
 
 All functions work on the device and in the dtype of their tensor inputs.
 """
@@ -15,10 +17,10 @@ from lazylab.solve.kernel_solver import (
     BlockedKernel,
     KernelRegression,
     kernel_regression,
-    operator_regression,
 )
 from lazylab.solve.normal_equations import NormalEquations
 from lazylab.solve.nt_least_squares import NTLeastSquares, nt_least_squares
+from lazylab.solve.operator_solver import operator_regression
 from lazylab.solve.spectral import GramSolver, Spectrum, eigendecompose, span_complement
 
 __all__ = ["lstsq", "kernel_ridge", "kernel_ridge_cg", "CGInfo", "NormalEquations", "GramSolver",

@@ -36,6 +36,9 @@ Example
 >>> fit = kernel_regression(X, y, kernel="ntk", ridge=1e-3, rank=50, tol=1e-6, generator=g)
 >>> fit.info.converged, fit.info.iterations < 60
 (True, True)
+
+Without a generator the landmarks are drawn by one seeded with ``seed`` (default 0), so
+``kernel_regression(X, y, kernel="ntk", ridge=1e-3)`` works and gives the same fit every run.
 """
 
 from __future__ import annotations
@@ -56,14 +59,46 @@ from lazylab.solve.cg import CGInfo, kernel_ridge_cg
 from lazylab.solve.progress import ProgressLog, estimate_cg_cost
 
 __all__ = ["BlockedKernel", "NystromPreconditioner", "KernelRegression", "kernel_regression",
-           "make_kernel", "operator_regression", "check_kernel_finite", "KERNELS",
-           "WARN_SECONDS"]
+           "make_kernel", "check_kernel_finite", "default_bandwidth", "seeded_generator",
+           "KERNELS", "WARN_SECONDS"]
 
 KernelFn = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 KERNELS = ("ntk", "nngp", "gaussian")
 #: A solve estimated to take longer than this many seconds warns before it starts and prints
 #: progress (:func:`kernel_regression`'s ``warn_seconds`` default).
 WARN_SECONDS = 60.0
+
+
+def default_bandwidth(X: torch.Tensor) -> float:
+    """The Gaussian bandwidth h = sqrt(d Var(X) / 2): scikit-learn's ``gamma="scale"``.
+
+    exp(-|x - z|^2 / (2 h^2)) = exp(-gamma |x - z|^2) with gamma = 1 / (d Var(X)), the
+    variance over all entries of X (n, d), as ``sklearn.svm.SVC(gamma="scale")``; on
+    standardized X (Var = 1) that is gamma = 1 / d, ``sklearn.kernel_ridge.KernelRidge``'s
+    default for ``kernel="rbf"``. X with zero variance gets gamma = 1 (h^2 = 1/2), as in
+    scikit-learn.
+
+    >>> default_bandwidth(torch.tensor([[1.0, -1.0], [-1.0, 1.0]]))
+    1.0
+    """
+    if not isinstance(X, torch.Tensor) or X.dim() != 2 or X.shape[0] < 1:
+        raise ValueError("X must be a 2-D torch.Tensor (n, d) with at least one row")
+    var = float(X.double().var(unbiased=False))
+    gamma = 1.0 / (X.shape[1] * var) if var > 0 else 1.0
+    return math.sqrt(0.5 / gamma)
+
+
+def seeded_generator(generator: torch.Generator | None, seed: int) -> torch.Generator:
+    """``generator`` when given, else a CPU generator seeded with ``seed`` (so that a solve
+    without an explicit generator is still reproducible)."""
+    if generator is not None:
+        if not isinstance(generator, torch.Generator):
+            raise ValueError(f"generator must be a torch.Generator or None; got "
+                             f"{type(generator).__name__}")
+        return generator
+    if isinstance(seed, bool) or int(seed) != seed:
+        raise ValueError(f"seed must be an integer; got {seed!r}")
+    return torch.Generator().manual_seed(int(seed))
 
 
 def make_kernel(kernel: str | KernelFn, *, activation: str = "relu", trained: str = "first",
@@ -273,6 +308,42 @@ class NystromPreconditioner:
         U = C[:, :q]  # a view: a contiguous copy would hold (n, r) twice for a moment
         return cls(U, lam, float(ridge))
 
+    @classmethod
+    def from_sketch(cls, matmul: Callable[[torch.Tensor], torch.Tensor], n: int, rank: int, *,
+                    ridge: float, generator: torch.Generator,
+                    device: torch.device | str | None = None) -> NystromPreconditioner:
+        """Randomized Nystrom of rank ``rank`` from ``rank`` products with K only (Frangella,
+        Tropp & Udell 2023, Alg. 2.1), for a K known only through ``matmul`` (V -> K V).
+
+        Omega = qr(G) (G n x r Gaussian, drawn by ``generator``), Y = K Omega, a shift
+        nu = sqrt(n) eps ||Y||_2 (eps of Y's dtype: the accuracy of the products), then
+        Y_nu = Y + nu Omega, L L^T = Omega^T Y_nu, B = Y_nu L^-T = U diag(s) V^T and
+        lam = max(s^2 - nu, 0): K_nys = U diag(lam) U^T. U is stored in float64.
+        """
+        r = min(int(rank), int(n))
+        G = torch.randn(n, r, generator=generator, device=generator.device,
+                        dtype=torch.float64)
+        Omega = torch.linalg.qr(G.to(device)).Q
+        Y = matmul(Omega)
+        eps = torch.finfo(Y.dtype).eps
+        Y = Y.to(torch.float64)
+        nu = math.sqrt(n) * eps * max(float(torch.linalg.matrix_norm(Y, 2)), 1e-300)
+        for _ in range(8):  # rounding can leave Omega^T Y_nu indefinite: a larger shift then
+            Ynu = Y + nu * Omega
+            M = Omega.T @ Ynu
+            L, info = torch.linalg.cholesky_ex(0.5 * (M + M.T))
+            if int(info) == 0:
+                break
+            nu *= 10.0
+        else:
+            raise ValueError("the Nystrom sketch Omega^T K Omega is not positive definite: "
+                             "the operator's K must be symmetric positive semi-definite")
+        B = torch.linalg.solve_triangular(L, Ynu.T, upper=False).T    # Y_nu L^-T
+        U, s, _ = torch.linalg.svd(B, full_matrices=False)
+        lam = s.square() - nu
+        keep = lam > 0
+        return cls(U[:, keep], lam[keep], float(ridge))
+
     @property
     def rank(self) -> int:
         return int(self.lam.numel())
@@ -283,8 +354,10 @@ class NystromPreconditioner:
         lam_r = float(self.lam[-1])
         scale = (lam_r + self.mu) / (self.lam + self.mu) - 1.0   # (r',)
         U = self.U.to(R.device)
-        coef = (U.T @ R.to(torch.float32)).double() * scale[:, None].to(R.device)
-        return R + (U @ coef.to(torch.float32)).double()
+        # products in U's dtype: float32 for the landmark build (U stored in float32), float64
+        # for the sketch
+        coef = (U.T @ R.to(U.dtype)).double() * scale[:, None].to(R.device)
+        return R + (U @ coef.to(U.dtype)).double()
 
 
 @dataclass
@@ -294,10 +367,13 @@ class KernelRegression:
     Attributes
     ----------
     alpha : (n,) or (n, k) float64 coefficients.
-    info : :class:`lazylab.solve.CGInfo` (iterations, relative residual, converged).
-    operator : the :class:`BlockedKernel` (kernel and training inputs).
+    info : :class:`lazylab.solve.CGInfo` (iterations, relative residual, converged; a direct
+        solve has 0 iterations and the residual of its solution).
+    operator : the :class:`BlockedKernel` (kernel and training inputs), or the operator of
+        :func:`lazylab.solve.operator_regression`.
     preconditioner_rank : the Nystrom rank kept.
     residuals : the max relative residual after each iteration.
+    solver : ``"cg"`` or ``"direct"`` (the formed kernel, :func:`operator_regression`).
     """
 
     alpha: torch.Tensor
@@ -305,6 +381,7 @@ class KernelRegression:
     operator: BlockedKernel | Any
     preconditioner_rank: int
     residuals: list[float]
+    solver: str = "cg"
 
     def predict(self, Xnew: torch.Tensor) -> torch.Tensor:
         """k(Xnew, X) alpha, float64."""
@@ -316,7 +393,7 @@ def kernel_regression(X: torch.Tensor, y: torch.Tensor, *, kernel: str | KernelF
                       max_iter: int = 500, activation: str = "relu", trained: str = "first",
                       bandwidth: float | None = None, block_dtype: torch.dtype = torch.float32,
                       tile: int | None = None, budget_bytes: int | None = None,
-                      generator: torch.Generator | None = None,
+                      generator: torch.Generator | None = None, seed: int = 0,
                       device: torch.device | str | None = None,
                       callback: Callable[[int, float], None] | None = None,
                       warn_seconds: float | None = None,
@@ -327,7 +404,9 @@ def kernel_regression(X: torch.Tensor, y: torch.Tensor, *, kernel: str | KernelF
     ----------
     X : (n, d) training inputs; y : (n,) or (n, k) targets (k columns solved together).
     kernel : ``"ntk"``, ``"nngp"``, ``"gaussian"`` or a callable (X, Z or None) -> K
-        (see :func:`make_kernel`; ``activation``, ``trained``, ``bandwidth`` configure names).
+        (see :func:`make_kernel`; ``activation``, ``trained``, ``bandwidth`` configure names;
+        the Gaussian's ``bandwidth=None`` is :func:`default_bandwidth` of X, sklearn's
+        ``gamma="scale"``).
     ridge : >= 0 added to the diagonal (0: ridgeless, K must be positive definite).
     tol : relative residual ||y - (K + ridge I) alpha|| / ||y|| to reach (per column).
     rank : Nystrom preconditioner rank r (0: plain CG); memory n r float32.
@@ -335,7 +414,10 @@ def kernel_regression(X: torch.Tensor, y: torch.Tensor, *, kernel: str | KernelF
     block_dtype : dtype of the kernel tiles (float32; float64 to match a direct solve to
         rounding).
     tile, budget_bytes : tile side, or the memory budget it is derived from.
-    generator : draws the Nystrom landmarks (required when rank > 0).
+    generator : draws the Nystrom landmarks; None (default): a CPU generator seeded with
+        ``seed``, so the fit is the same on every call.
+    seed : the seed of that default generator (default 0; ignored when ``generator`` is
+        given).
     device : where tiles are evaluated (default X's device).
     callback : callback(iteration, relative residual) after every CG iteration.
     warn_seconds : before the solve, one tile is timed and the whole solve estimated
@@ -352,12 +434,13 @@ def kernel_regression(X: torch.Tensor, y: torch.Tensor, *, kernel: str | KernelF
     :class:`KernelRegression`; ``.predict(Xnew)``.
     """
     ridge = check_ridge(ridge)
+    if kernel == "gaussian" and bandwidth is None and isinstance(X, torch.Tensor) \
+            and X.dim() == 2 and X.shape[0] > 0:
+        bandwidth = default_bandwidth(X)
     kfn = make_kernel(kernel, activation=activation, trained=trained, bandwidth=bandwidth)
-    if int(rank) != rank or rank < 0:
+    if isinstance(rank, bool) or int(rank) != rank or rank < 0:
         raise ValueError(f"rank must be a non-negative integer; got {rank!r}")
-    if rank > 0 and not isinstance(generator, torch.Generator):
-        raise ValueError("generator must be a torch.Generator when rank > 0 (it draws the "
-                         "Nystrom landmarks)")
+    gen = seeded_generator(generator, seed)
     op = BlockedKernel(kfn, X, block_dtype=block_dtype, tile=tile, budget_bytes=budget_bytes,
                        device=device)
     if not isinstance(y, torch.Tensor) or y.shape[0] != op.n:
@@ -366,9 +449,7 @@ def kernel_regression(X: torch.Tensor, y: torch.Tensor, *, kernel: str | KernelF
     check_kernel_finite(kfn, X, dtype=block_dtype)
     log = _announce(op, max_iter=max_iter, rank=rank, columns=Y.numel() // max(1, op.n),
                     warn_seconds=warn_seconds, progress=progress)
-    # (rank > 0 implies a generator, checked above.)
-    pre = NystromPreconditioner.build(op, rank, ridge=ridge, generator=generator) \
-        if rank > 0 and generator is not None else None
+    pre = NystromPreconditioner.build(op, rank, ridge=ridge, generator=gen) if rank > 0 else None
     residuals: list[float] = []
 
     def cb(it: int, rel: float) -> None:
@@ -404,29 +485,3 @@ def _announce(op: BlockedKernel, *, max_iter: int, rank: int, columns: int,
         return ProgressLog.for_estimate(est)
     return None
 
-
-def operator_regression(op: Any, y: torch.Tensor, *, ridge: float = 0.0, tol: float = 1e-4,
-                        max_iter: int = 500,
-                        callback: Callable[[int, float], None] | None = None,
-                        ) -> KernelRegression:
-    """Kernel ridge(less) regression on an implicit kernel: solve (K + ridge I) alpha = y by
-    conjugate gradients on ``op.matmul`` (no preconditioner: only products with K exist).
-
-    ``op`` is any object with ``n``, ``matmul(V)`` and ``cross(Z, alpha)`` (K(Z, X) alpha), such
-    as :class:`lazylab.kernels.NTKOperator` (the empirical NTK of any module by NTK-vector
-    products). The result predicts with ``op.cross``.
-    """
-    ridge = check_ridge(ridge)
-    if not isinstance(y, torch.Tensor) or y.shape[0] != op.n:
-        raise ValueError(f"y must be a tensor with {op.n} rows (one per input)")
-    residuals: list[float] = []
-
-    def cb(it: int, rel: float) -> None:
-        residuals.append(rel)
-        if callback is not None:
-            callback(it, rel)
-
-    alpha, info = kernel_ridge_cg(op.matmul, y.to(dtype=torch.float64), ridge=ridge, tol=tol,
-                                  max_iter=max_iter, preconditioner=None, return_info=True,
-                                  callback=cb)
-    return KernelRegression(alpha, info, op, 0, residuals)
