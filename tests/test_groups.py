@@ -149,14 +149,21 @@ def test_clock_uses_the_prior_then_the_slowest_measured_rate(toy):
 
 
 def test_cli_max_time(toy, tmp_path):
+    """Exit 3 after progress: the first unit (0.5 s by the cost model) starts; it takes 6 s,
+    so the second (6 s measured) does not fit in the 10 s budget; --resume finishes."""
     out = str(tmp_path / "o")
-    r = cli("reproduce", "toy-mean", "--set", f"ns={NS}", "--set", "groups=2", "--set",
-            "sleep=0.05", "--out", out, "--max-time", "0.1s")
+    # The budget counts from the command's start: load the registry first (a cold import of
+    # every experiment can take most of 10 s on a loaded 2-core machine), as a warm shell would.
+    assert cli("list").exit_code == 0
+    args = ("reproduce", "toy-mean", "--set", "ns=200,800", "--set", "sleep=6", "--seeds",
+            "1", "--out", out)
+    r = cli(*args, "--max-time", "10s")
     assert r.exit_code == 3, r.output
     assert "--resume" in r.output
-    r = cli("reproduce", "toy-mean", "--set", f"ns={NS}", "--set", "groups=2", "--set",
-            "sleep=0.05", "--out", out, "--resume", "--max-time", "1h")
+    with Store(tmp_path / "o" / STORE_NAME) as st:
+        assert st.count("toy-mean") == 1
+    r = cli(*args, "--resume", "--max-time", "1h")
     assert r.exit_code == 0, r.output
-    for bad in ("abc", "0", "-5m", "9x"):
+    for bad in ("abc", "0", "-5m", "9x", "0.1s"):
         r = cli("reproduce", "toy-mean", "--out", out, "--max-time", bad)
         assert r.exit_code == 2 and "--max-time" in r.output, (bad, r.output)

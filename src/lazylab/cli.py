@@ -18,8 +18,10 @@ import errno
 import os
 import re
 import signal
+import sys
 import time
 import traceback
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -134,8 +136,6 @@ def _refuse_unknown_fast(targets: Sequence[str]) -> None:
     (a plugin, the test suite's toy experiments) has imported it already, and then the registry
     itself decides.
     """
-    import sys
-
     if "lazylab.experiments" in sys.modules:
         return
     from lazylab.ids import unknown_targets
@@ -152,8 +152,6 @@ def _check_sets_fast(targets: Sequence[str], assignments: dict[str, str],
     Only while the registry is not loaded (as :func:`_refuse_unknown_fast`); cross-field rules
     and the experiment's ``validate`` still run after the import.
     """
-    import sys
-
     if "lazylab.experiments" in sys.modules or not assignments:
         return
     from lazylab.runner.manifest import check_assignments
@@ -414,6 +412,8 @@ class _RichProgress:
     def __init__(self, progress: rp.Progress):
         self.progress = progress
         self.tasks: dict[str, Any] = {}
+        #: Units computed in this command (all experiments).
+        self.computed = 0
 
     def started(self, spec: RunSpec, pending: int, total: int) -> None:
         reused = f" ({total - pending} stored)" if total > pending else ""
@@ -422,20 +422,35 @@ class _RichProgress:
                                                          completed=0 if pending else 1)
 
     def unit_done(self, spec: RunSpec, unit: WorkUnit) -> None:
+        self.computed += 1
         self.progress.advance(self.tasks[spec.exp.id])
 
 
-def _verdict_table(outcomes: Sequence[tuple[str, Sequence[Any]]]) -> Table:
+def _can_encode(console: Console, text: str) -> bool:
+    """Whether ``console``'s stream can encode ``text`` (not with PYTHONIOENCODING=ascii or a
+    C locale, for instance)."""
+    try:
+        text.encode(console.encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+def _verdict_table(outcomes: Sequence[tuple[str, Sequence[Any]]], console: Console) -> Table:
+    """The verdict per claim; check marks where ``console`` can encode them, else yes / NO."""
     from lazylab.experiments.base import comparison_text
     from lazylab.report import format_value
 
+    marks = {"held": "[green]✓[/]", "failed": "[red]✗[/]"}
+    if not _can_encode(console, "✓✗"):
+        marks = {"held": "[green]yes[/]", "failed": "[red]NO[/]"}
     t = Table(title="verdicts")
     for col in ("experiment", "claim", "held", "measured", "expected", "tolerance", "test"):
         t.add_column(col, no_wrap=col in ("experiment", "claim", "held"),
                      justify="center" if col == "held" else "left")
     for exp_id, claims in outcomes:
         for c in claims:
-            mark = {"held": "[green]✓[/]", "failed": "[red]✗[/]"}.get(c.status, "[dim]n/a[/]")
+            mark = marks.get(c.status, "[dim]n/a[/]")
             if c.is_consistency:
                 mark += " [dim](check)[/]"
             t.add_row(exp_id, c.id, mark,
@@ -490,6 +505,19 @@ AllowTF32Opt = Annotated[bool, typer.Option("--allow-tf32", help="Same as --prec
 MemoryBudgetOpt = Annotated[float | None, typer.Option(
     "--memory-budget", help="GiB a blocked kernel evaluation may use for one block (default: "
     "the device's).", show_default=False)]
+
+
+def _check_backend_fast(backend: str, workers: int, address: str | None) -> None:
+    """The backend and, for Ray, everything that can fail before a unit runs (the address's
+    form, a TCP probe of the head node, a writable temporary folder for a local cluster:
+    :func:`lazylab.runner.ray_backend.preflight`), before torch is imported."""
+    from lazylab.runner.backends import check_backend
+
+    check_backend(backend, workers)
+    if backend == "ray":
+        from lazylab.runner.ray_backend import preflight
+
+        preflight(address)
 
 
 def _execution(threads: int | None, precision: str, allow_tf32: bool,
@@ -569,9 +597,7 @@ def reproduce(
             raise InputError("--address needs --backend ray")
         if workers > 256:
             raise InputError(f"--workers must be between 1 and 256; got {workers}")
-        from lazylab.runner.backends import check_backend
-
-        check_backend(backend, workers)
+        _check_backend_fast(backend, workers, address)
         out_dir = check_out(out)
         assignments = parse_assignments(sets)
         _refuse_unknown_fast(targets)
@@ -595,7 +621,8 @@ def reproduce(
                                         workers=workers, backend=backend, precision=precision,
                                         max_time=max_time))
         _run_all(specs, out_dir, resume=resume, fresh=fresh, strict=strict, workers=workers,
-                 backend=backend, address=address, command=command, deadline=deadline)
+                 backend=backend, address=address, command=command, deadline=deadline,
+                 max_time=max_time)
 
 
 def _cost_guard(specs: Sequence[RunSpec], *, yes: bool, workers: int) -> None:
@@ -648,9 +675,15 @@ def _open_store(out: Path) -> Store:
     return Store(out / STORE_NAME)
 
 
+#: The shortest ``--max-time``: the budget counts from the command's start, and importing torch
+#: and the experiments, opening the store and planning take a few seconds before any unit can
+#: start, so a shorter budget can compute nothing (and would exit 3 every time).
+MIN_MAX_TIME = 10.0
+
+
 def parse_duration(text: str) -> float:
     """Seconds of a ``--max-time`` value: a number of seconds or parts like ``1h30m``, ``9m``,
-    ``90s``; InputError (exit 2) otherwise.
+    ``90s``, at least :data:`MIN_MAX_TIME`; InputError (exit 2) otherwise.
 
     >>> parse_duration("1h30m"), parse_duration("540"), parse_duration("2.5m")
     (5400.0, 540.0, 150.0)
@@ -662,28 +695,28 @@ def parse_duration(text: str) -> float:
                          f"{text!r}")
     h, mi, sec = (float(g) if g else 0.0 for g in m.groups())
     total = 3600 * h + 60 * mi + sec
-    if not 0 < total <= 366 * 86400:
-        raise InputError(f"--max-time must be between 1 second and a year; got {text!r}")
+    if not MIN_MAX_TIME <= total <= 366 * 86400:
+        raise InputError(f"--max-time must be between {MIN_MAX_TIME:.0f} seconds (the command's "
+                         f"own start-up takes several) and a year; got {text!r}")
     return total
 
 
 def _run_all(specs: Sequence[RunSpec], out: Path, *, resume: bool, fresh: bool, strict: bool,
              workers: int, backend: str, address: str | None, command: str,
-             deadline: float | None = None) -> None:
+             deadline: float | None = None, max_time: str | None = None) -> None:
     import matplotlib
     from rich import progress as rp
 
     from lazylab.report import write_report
-    from lazylab.runner import RunLock, check_start, run_experiment
+    from lazylab.runner import run_experiment
 
     matplotlib.use("Agg")
     outcomes: list[RunOutcome] = []
     failures: list[LazylabError] = []
     stopped: list[OutOfTime] = []
     with _open_store(out) as store:
-        for spec in specs:  # refuse before computing anything
-            RunLock.probe(out, spec.exp.id)
-            check_start(store, spec, out, resume=resume, fresh=fresh)
+        _refuse_before_compute(store, specs, out, resume=resume, fresh=fresh,
+                               deadline=deadline, max_time=max_time)
         columns = (rp.SpinnerColumn(), rp.TextColumn("{task.description}"), rp.BarColumn(),
                    rp.MofNCompleteColumn(), rp.TimeElapsedColumn(), rp.TimeRemainingColumn())
         with rp.Progress(*columns, console=_err(), transient=True) as progress:
@@ -703,20 +736,18 @@ def _run_all(specs: Sequence[RunSpec], out: Path, *, resume: bool, fresh: bool, 
                     _error(str(e), e.detail, console=progress.console)
                     continue
                 outcomes.append(o)
-                paper_claims = [c for c in o.claims
-                                if not c.is_consistency and c.status != "not_applicable"]
-                held = sum(c.held for c in paper_claims)
-                progress.console.print(
-                    f"[green]done[/] {o.spec.exp.id}: {o.computed} unit(s) computed, "
-                    f"{o.reused} reused, {o.wall_seconds:.1f} s; {held}/{len(paper_claims)} "
-                    "claims held", highlight=False)
+                _print_done(progress.console, o)
     md, page = write_report(out)
     console = _out()
     if outcomes:
-        console.print(_verdict_table([(o.spec.exp.id, o.claims) for o in outcomes]))
+        console.print(_verdict_table([(o.spec.exp.id, o.claims) for o in outcomes], console))
     console.print(escape(f"results in {out}/ID/, report: {page} and {md}"), highlight=False)
     code = max((e.exit_code for e in failures), default=0)
     if stopped and not code:
+        if not outcomes and not sink.computed:
+            _error(f"--max-time {max_time}: no unit fitted in the time left after start-up, so "
+                   "this command would stop without progress every time; raise --max-time")
+            raise typer.Exit(InputError.exit_code)
         _error(f"--max-time: {len(stopped)} experiment(s) not finished; rerun the same command "
                "with --resume to carry on")
         code = OutOfTime.exit_code
@@ -725,6 +756,105 @@ def _run_all(specs: Sequence[RunSpec], out: Path, *, resume: bool, fresh: bool, 
         code = max(code, 1)
     if code:
         raise typer.Exit(code)
+
+
+def _print_done(console: Console, o: RunOutcome) -> None:
+    """The one line of a finished experiment: units computed and reused, claims held."""
+    paper_claims = [c for c in o.claims if not c.is_consistency and c.status != "not_applicable"]
+    held = sum(c.held for c in paper_claims)
+    console.print(f"[green]done[/] {o.spec.exp.id}: {o.computed} unit(s) computed, {o.reused} "
+                  f"reused, {o.wall_seconds:.1f} s; {held}/{len(paper_claims)} claims held",
+                  highlight=False)
+
+
+def _refuse_before_compute(store: Store, specs: Sequence[RunSpec], out: Path, *, resume: bool,
+                           fresh: bool, deadline: float | None, max_time: str | None) -> None:
+    """Everything that would stop a run later, checked before any unit computes: the locks,
+    the output paths, a resume's identity (naming the execution options that differ) and
+    whether ``--max-time`` leaves room for one group of units."""
+    from lazylab.runner import RunLock, check_start
+
+    check_output_paths(out, [s.exp.id for s in specs])
+    for spec in specs:
+        RunLock.probe(out, spec.exp.id)
+        if resume:
+            _check_resume_policy(store, spec, out)
+        check_start(store, spec, out, resume=resume, fresh=fresh)
+    if deadline is not None:
+        _check_budget(store, specs, deadline, resume=resume, max_time=max_time)
+
+
+def check_output_paths(out: Path, exp_ids: Sequence[str],
+                       extra: Sequence[str] = ("config.json",)) -> None:
+    """InputError (exit 2) when a path a run writes is taken by something it cannot replace:
+    ``OUT/ID`` that is not a folder, or an output file (``results.csv``, ``claims.json``, the
+    figures, ``extra``; ``OUT/report.md`` and ``report.html``) that is a folder or another
+    non-file. Checked before anything is computed, instead of failing after the compute."""
+    from lazylab.runner.outputs import OUTPUT_FILES
+
+    def refuse(path: Path, what: str) -> InputError:
+        return InputError(f"{path} exists and is {what}; lazylab writes its results there: "
+                          "move it away or choose another --out")
+
+    for name in ("report.md", "report.html"):
+        if (out / name).exists() and not (out / name).is_file():
+            raise refuse(out / name, "not a regular file")
+    for exp_id in exp_ids:
+        d = out / exp_id
+        if not d.exists():
+            continue
+        if not d.is_dir():
+            raise refuse(d, "not a folder")
+        for name in (*OUTPUT_FILES, *extra):
+            f = d / name.format(id=exp_id)
+            if f.exists() and not f.is_file():
+                raise refuse(f, "a folder" if f.is_dir() else "not a regular file")
+
+
+def _check_resume_policy(store: Store, spec: RunSpec, out: Path) -> None:
+    """When only the execution policy differs from the stored run's, name each option that
+    differs and what to pass (or leave out) to resume
+    (:func:`~lazylab.runner.provenance.resume_policy_advice`); other differences are named by
+    :func:`~lazylab.runner.check_resume`."""
+    from lazylab.runner.provenance import resume_policy_advice
+
+    old = store.config(spec.exp.id)
+    if not old or store.config_hash(spec.exp.id) == spec.config_hash:
+        return
+    new = spec.identity
+    if {k for k in set(old) | set(new) if old.get(k) != new.get(k)} != {"policy"}:
+        return
+    advice = resume_policy_advice(old.get("policy") or {}, new.get("policy") or {})
+    raise InputError(f"{spec.exp.id}: --resume: {out} holds units computed with other "
+                     f"execution options: {advice}; or use --fresh to discard them, or a new "
+                     "--out DIR")
+
+
+def _check_budget(store: Store, specs: Sequence[RunSpec], deadline: float, *, resume: bool,
+                  max_time: str | None) -> None:
+    """InputError when ``--max-time`` cannot fit the first group of units still to compute:
+    the run's clock (the cost model's seconds per unit, as the runner's) would start nothing,
+    and the same command would exit 3 without progress every time it is repeated."""
+    from lazylab.runner.orchestrate import _clock
+    from lazylab.runner.spec import plan_groups, plan_units
+
+    for spec in specs:
+        plan = plan_units(spec)
+        stored = store.done(spec.exp.id, spec.config_hash) if resume else set()
+        pending = [g for g in plan_groups(spec, plan)
+                   if any((u.key_json, u.seed_index) not in stored for u in g.units)]
+        if not pending:
+            continue  # complete: only assembled
+        clock = _clock(spec, deadline, len(plan))
+        if clock is not None and not clock.fits(pending[0]):
+            need = clock.unit_seconds * len(pending[0].units)
+            left = max(0.0, deadline - time.monotonic())
+            raise InputError(
+                f"--max-time {max_time}: {spec.exp.id}'s next group of "
+                f"{len(pending[0].units)} unit(s) is estimated at {_duration(need)} (the cost "
+                f"model's estimate), more than the {left:.0f} s left of the budget after "
+                "start-up; raise --max-time")
+        return  # later experiments get what this one leaves: stopping there is progress
 
 
 @app.command()
@@ -759,7 +889,7 @@ def report(out_dir: Annotated[str, typer.Argument(
                           recompute_theory=recompute_theory)
         console = _out()
         if rebuilt:
-            console.print(_verdict_table(list(rebuilt.items())))
+            console.print(_verdict_table(list(rebuilt.items()), console))
         console.print(escape(f"report: {path / 'report.html'} and {path / 'report.md'}"),
                       highlight=False)
 
@@ -809,14 +939,15 @@ def robustness(
     with _guard():
         _choice("--scale", scale, SCALES)
         _choice("--device", device, DEVICES)
-        from lazylab.runner.backends import check_backend
         from lazylab.runner.params import check_seeds
 
         if seeds is not None:
             check_seeds(seeds, "--seeds")
         if resume and fresh:
             raise InputError("--resume and --fresh exclude each other")
-        check_backend(backend, workers)
+        if address is not None and backend != "ray":
+            raise InputError("--address needs --backend ray")
+        _check_backend_fast(backend, workers, address)
         threads, precision, budget = _execution(threads, precision, allow_tf32,
                                                 memory_budget)
         out_dir = check_out(out)
@@ -870,10 +1001,51 @@ def robustness(
                              f"{md}"), highlight=False)
 
 
+def _replace_unencodable() -> None:
+    """Let stdout and stderr replace what their encoding cannot write (``?``) instead of
+    raising UnicodeEncodeError after the run (PYTHONIOENCODING=ascii, a C locale): results,
+    paths and messages may hold any character; the verdict table avoids them already."""
+    for stream in (sys.stdout, sys.stderr):
+        enc = getattr(stream, "encoding", None) or "utf-8"
+        try:
+            "✓✗→".encode(enc)
+        except (UnicodeEncodeError, LookupError):
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(errors="replace")
+
+
+def _tool_warnings() -> None:
+    """Python warnings as the tool's own one-line messages (``warning: ...`` on stderr, each
+    text once), without the source path and line that Python prints; unchanged under
+    ``LAZYLAB_DEBUG``. Worker processes started by this one (``PYTHONWARNINGS``, inherited)
+    ignore RuntimeWarning: numpy's overflow and invalid-value warnings inside a unit are
+    expected where a parameter sweep reaches an edge, and the claims judge the numbers."""
+    if os.environ.get("LAZYLAB_DEBUG"):
+        return
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::RuntimeWarning")
+    shown: set[str] = set()
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        text = " ".join(str(message).split())
+        if text in shown:
+            return
+        shown.add(text)
+        try:
+            _err().print(f"[yellow]warning:[/] {escape(text)}", soft_wrap=True)
+        except (OSError, ValueError):  # stderr closed: a warning is not worth a crash
+            pass
+
+    warnings.showwarning = show
+
+
 def main() -> None:
     """Entry point of the ``lazylab`` script and ``python -m lazylab``."""
     import threading
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_sigterm)
+    _replace_unencodable()
+    _tool_warnings()
     app(prog_name="lazylab")

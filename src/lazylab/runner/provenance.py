@@ -11,7 +11,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["command_line", "environment", "git_revision", "policy_flags", "reproduce_command"]
+__all__ = ["command_line", "environment", "git_revision", "policy_flags", "reproduce_command",
+           "resume_policy_advice"]
 
 
 def environment() -> dict[str, Any]:
@@ -114,3 +115,53 @@ def policy_flags(policy: dict[str, Any]) -> list[str]:
     if policy.get("memory_budget"):
         out += ["--memory-budget", f"{policy['memory_budget'] / 2**30:g}"]
     return out
+
+
+def _budget_text(budget: Any) -> str:
+    return f"--memory-budget {budget / 2**30:g}" if budget else "no --memory-budget"
+
+
+def resume_policy_advice(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """What to change so that a resume computes under the stored execution policy ``old``
+    (``ExecutionPolicy.identity()``) instead of ``new``: each option that differs, with the
+    stored value and this run's, then the options to pass and to leave out.
+
+    Only the options that differ are named (advice to pass the stored run's full flags, while
+    this run added ``--memory-budget``, was followed and refused again). A difference no option
+    recreates (a store written before BLAS threads were capped) says so.
+
+    >>> a = resume_policy_advice({"threads": 2, "memory_budget": None},
+    ...                          {"threads": 1, "memory_budget": 2**30})
+    >>> a.split("; ")[0]
+    'stored --threads 2, this run --threads 1'
+    >>> a.split(": ")[-1]
+    'to resume, pass --threads 2 and leave out --memory-budget'
+    """
+    seen: list[str] = []
+    add: list[str] = []
+    drop: list[str] = []
+    if old.get("threads") != new.get("threads"):
+        seen.append(f"stored --threads {old.get('threads')}, this run --threads "
+                    f"{new.get('threads')}")
+        add.append(f"--threads {old.get('threads')}")
+    if bool(old.get("allow_tf32")) != bool(new.get("allow_tf32")):
+        was = "tf32" if old.get("allow_tf32") else "fp32"
+        seen.append(f"stored --precision {was}, this run "
+                    f"--precision {'tf32' if new.get('allow_tf32') else 'fp32'}")
+        add.append(f"--precision {was}")
+    if old.get("memory_budget") != new.get("memory_budget"):
+        seen.append(f"stored {_budget_text(old.get('memory_budget'))}, this run "
+                    f"{_budget_text(new.get('memory_budget'))}")
+        (add.append(_budget_text(old["memory_budget"])) if old.get("memory_budget")
+         else drop.append("--memory-budget"))
+    named = {"threads", "allow_tf32", "memory_budget"}
+    if "blas_threads" in old and "blas_threads" in new:
+        named.add("blas_threads")  # follows --threads; only its absence (an old store) matters
+    rest = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and k not in named)
+    if rest:
+        seen.append(f"{', '.join(rest)} {', '.join(str(old.get(k)) for k in rest)} -> "
+                    f"{', '.join(str(new.get(k)) for k in rest)}")
+        return "; ".join(seen) + ": no option recreates the stored policy"
+    todo = " and ".join(filter(None, [f"pass {' '.join(add)}" if add else "",
+                                      f"leave out {' '.join(drop)}" if drop else ""]))
+    return "; ".join(seen) + f": to resume, {todo}"
