@@ -31,6 +31,7 @@ import torch
 from pydantic import Field
 
 from lazylab.data.harmonics import num_harmonics
+from lazylab.errors import InputError
 from lazylab.experiments import register
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
 from lazylab.experiments.nichani.common import PAPER, draw_inputs
@@ -54,6 +55,20 @@ RIDGE_BIAS = 0.15
 #: Top-d Gram eigenvalues: mean of a Marchenko-Pastur bulk at n xi_1 + gamma, exact in
 #: expectation up to O(1/d) (the degree-1 functions are not exactly orthonormal on n points).
 TOP_BIAS = 0.10
+#: Largest |b|. The features are sigma'(z) = s (1 - s), s = sigmoid(z - b), at z = w0.x ~ tau_d
+#: (about N(0, 1); |z| > 6 has probability < 2e-9). For b < 0, 1 - s ~ exp(b - z) is a
+#: difference of nearly equal numbers with relative error ~ eps exp(|b| + z); it becomes
+#: exactly 0 once |b| + z > -log(eps / 2) = 36.7 (and for b > 0, sigma'^2 ~ exp(2 (z - b))
+#: underflows float64 past b ~ 370): every eigenvalue and every prediction is then 0 and
+#: "0 within 0 +- 0" would hold vacuously (b = 1e308 did). At |b| <= 20 the relative error
+#: of the features is at most eps exp(26) ~ 4e-5, far inside the 5-15% allowances, and the
+#: claims hold at the quick scale at b = +-20.
+B_MAX = 20.0
+#: Smallest |b|. At b = 0, sigma' is even, so the odd-degree part vanishes: xi_0 = xi_2 = 0
+#: and the sorted-order groups (d at xi_1, then xi_0, then B(d,2) at xi_2) no longer hold;
+#: xi_1 > xi_0 > xi_2 > xi_3 > 0 fails for |b| <= 0.35 at d = 4 (0.3 at d = 8, less for
+#: larger d) and holds for |b| >= 0.4 at every d >= 4 (checked on a grid of b and d).
+B_MIN = 0.5
 
 
 class SpectrumParams(ExperimentParams):
@@ -63,7 +78,9 @@ class SpectrumParams(ExperimentParams):
     d_gram: int = Field(30, ge=5, le=1000, description="input dimension of the Gram pane")
     m_gram: int = Field(3000, ge=100, le=100_000, multiple_of=2, description="Gram-pane width")
     n_exponent: float = Field(1.5, gt=1.0, lt=2.0, description="Gram pane: n = d^n_exponent")
-    b: float = Field(1.0, description="sigmoid shift: sigma(z) = 1/(1 + exp(b - z))")
+    b: float = Field(1.0, ge=-B_MAX, le=B_MAX,
+                     description=f"sigmoid shift: sigma(z) = 1/(1 + exp(b - z)); "
+                                 f"{B_MIN:g} <= |b| <= {B_MAX:g}")
 
 
 @register
@@ -107,6 +124,14 @@ class Spectrum(Experiment):
         n = self.n_gram(p)
         gram = 8.0 * (3 * n * p.m_gram + 3 * n * n)
         return max(sigma, gram)
+
+    def validate(self, p: SpectrumParams) -> None:
+        """Refuse a shift too close to 0 for the degree plateaus to be in their sorted order
+        (:data:`B_MIN`; the bound |b| <= :data:`B_MAX` is on the field)."""
+        if abs(p.b) < B_MIN:
+            raise InputError(f"--set b: must satisfy {B_MIN:g} <= |b| <= {B_MAX:g} (at b near 0 "
+                             "sigma' is nearly even, xi_0 and xi_2 vanish and the eigenvalue "
+                             f"groups change order); got {p.b:g}")
 
     @staticmethod
     def n_gram(p: SpectrumParams) -> int:
@@ -263,8 +288,8 @@ class Spectrum(Experiment):
             error_model="SE of the mean of the d top eigenvalues (Marchenko-Pastur spread "
                         f"/ sqrt(d)), K_SE = {K_SE:g}, plus {TOP_BIAS:.0%} for O(1/d) and "
                         "finite-m corrections",
-            details={"gap_ratio": float(g.mean[dg - 1] / g.mean[dg]) if len(g.x) > dg
-                     else math.nan}))
+            details={"gap_ratio": float(g.mean[dg - 1] / g.mean[dg])
+                     if len(g.x) > dg and g.mean[dg] != 0 else math.nan}))
         return out
 
     # ---- figure --------------------------------------------------------------------------------
