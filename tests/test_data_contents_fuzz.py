@@ -38,7 +38,7 @@ def _bad_contents() -> dict[str, tuple[np.ndarray, np.ndarray, int, str]]:
         "labels outside 0..9": (X, np.full(len(y), 99, np.uint8), 0x08, "digits 0..9"),
         "blank images": (blank, y, 0x08, "blank"),
         "no images": (X[:0], y[:0], 0x08, "no images"),
-        "fewer labels than images": (X, y[:10], 0x08, "labels for the 40"),
+        "fewer labels than images": (X, y[:10], 0x08, "for the 40 images of"),
         "non-finite float pixels": (np.where(X > 128, np.inf, 1.0).astype(">f4"), y, 0x0D,
                                     "finite"),
     }
