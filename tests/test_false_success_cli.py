@@ -235,6 +235,15 @@ def test_an_output_file_existing_as_a_folder_is_refused_before_computing(toy, tm
     assert ToyMean.calls == 0
 
 
+def test_robustness_refuses_an_out_id_file_before_computing(toy, tmp_path):
+    (tmp_path / "toy-mean").write_text("not a folder")
+    res = cli("robustness", "toy-mean", "--vary", "sigma=1,2", "--seeds", "1", "--out",
+              str(tmp_path))
+    line = one_error_line(res)
+    assert f"{tmp_path / 'toy-mean'} exists and is not a folder" in line
+    assert ToyMean.calls == 0
+
+
 # ---- resume advice names the option that differs ---------------------------------------------
 def test_resume_advice_names_each_differing_option():
     assert resume_policy_advice({"threads": 2, "memory_budget": None},
@@ -326,7 +335,12 @@ def test_warnings_become_one_line_messages(monkeypatch, capsys):
     monkeypatch.delenv("PYTHONWARNINGS", raising=False)
     monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)
     _tool_warnings()
-    assert os.environ["PYTHONWARNINGS"] == "ignore::RuntimeWarning"  # worker processes
+    # worker processes: numpy's floating-point warnings only
+    assert os.environ["PYTHONWARNINGS"].split(",") == [
+        "ignore:overflow encountered:RuntimeWarning",
+        "ignore:invalid value encountered:RuntimeWarning",
+        "ignore:divide by zero encountered:RuntimeWarning",
+        "ignore:underflow encountered:RuntimeWarning"]
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         for _ in range(2):
@@ -344,3 +358,21 @@ def test_warnings_keep_their_source_under_debug(monkeypatch):
     _tool_warnings()
     assert warnings.showwarning is before
 
+
+
+def test_workers_ignore_only_numpys_float_warnings(monkeypatch):
+    """The inherited PYTHONWARNINGS silences numpy's overflow in a child process; a lazylab
+    warning (a solver that did not converge) still shows."""
+    from lazylab.cli import _tool_warnings
+
+    monkeypatch.delenv("LAZYLAB_DEBUG", raising=False)
+    monkeypatch.delenv("PYTHONWARNINGS", raising=False)
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)
+    _tool_warnings()
+    code = ("import warnings, numpy as np; np.exp(np.float64(1000)); np.float64(1) / 0; "
+            "warnings.warn('did not reach the tolerance', RuntimeWarning)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ), timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "overflow" not in res.stderr and "divide by zero" not in res.stderr
+    assert "did not reach the tolerance" in res.stderr

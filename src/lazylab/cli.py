@@ -9,6 +9,14 @@ Arguments that need no experiment (scale, device, seeds, workers, backend, ``--o
 ``KEY=VALUE`` syntax) are checked before torch is imported, so such mistakes are reported in
 well under a second; torch, the registry and the runner are imported only when needed.
 SIGTERM is handled like Ctrl-C: workers are stopped and ``config.json`` says "interrupted".
+
+Before any unit computes, a run also refuses (exit 2): a Ray address of the wrong form or where
+nothing answers, a local Ray cluster whose temporary folder cannot be written, an output path
+taken by a folder or a file of the wrong kind, a resume under other execution options (naming
+each option and what to pass or leave out), and a ``--max-time`` below 10 s or too short for
+the next group of units (a run that stops without progress also exits 2, never 3). Where stdout
+cannot encode the verdict table's check marks (``PYTHONIOENCODING=ascii``), it says yes / NO;
+Python warnings print as one ``warning:`` line each, without source paths.
 """
 
 from __future__ import annotations
@@ -574,7 +582,8 @@ def reproduce(
                                                           "exceeds an hour.")] = False,
     max_time: Annotated[str | None, typer.Option(
         help="Stop cleanly after the last group of units expected to end within this wall "
-             "time (e.g. 540, 9m, 1h30m) and exit with code 3; --resume carries on.",
+             "time (e.g. 540, 9m, 1h30m; at least 10 s) and exit with code 3; --resume "
+             "carries on. A budget that fits no unit exits with code 2.",
         show_default=False)] = None,
 ) -> None:
     """Run experiments, store every finished unit, write results, figures, claims, report."""
@@ -785,12 +794,15 @@ def _refuse_before_compute(store: Store, specs: Sequence[RunSpec], out: Path, *,
 
 
 def check_output_paths(out: Path, exp_ids: Sequence[str],
-                       extra: Sequence[str] = ("config.json",)) -> None:
+                       names: Sequence[str] | None = None) -> None:
     """InputError (exit 2) when a path a run writes is taken by something it cannot replace:
-    ``OUT/ID`` that is not a folder, or an output file (``results.csv``, ``claims.json``, the
-    figures, ``extra``; ``OUT/report.md`` and ``report.html``) that is a folder or another
-    non-file. Checked before anything is computed, instead of failing after the compute."""
+    ``OUT/ID`` that is not a folder, or an output file (``names`` in ``OUT/ID``, ``{id}``
+    replaced; default ``results.csv``, ``claims.json``, the figures and ``config.json``; and
+    ``OUT/report.md``, ``report.html``) that is a folder or another non-file. Checked before
+    anything is computed, instead of failing after the compute."""
     from lazylab.runner.outputs import OUTPUT_FILES
+
+    names = (*OUTPUT_FILES, "config.json") if names is None else names
 
     def refuse(path: Path, what: str) -> InputError:
         return InputError(f"{path} exists and is {what}; lazylab writes its results there: "
@@ -805,7 +817,7 @@ def check_output_paths(out: Path, exp_ids: Sequence[str],
             continue
         if not d.is_dir():
             raise refuse(d, "not a folder")
-        for name in (*OUTPUT_FILES, *extra):
+        for name in names:
             f = d / name.format(id=exp_id)
             if f.exists() and not f.is_file():
                 raise refuse(f, "a folder" if f.is_dir() else "not a regular file")
@@ -892,6 +904,10 @@ def report(out_dir: Annotated[str, typer.Argument(
             console.print(_verdict_table(list(rebuilt.items()), console))
         console.print(escape(f"report: {path / 'report.html'} and {path / 'report.md'}"),
                       highlight=False)
+
+
+#: The files ``lazylab robustness`` writes in ``OUT/ID`` (:mod:`lazylab.robustness`).
+ROBUSTNESS_FILES = ("robustness.csv", "robustness.json", "robustness.png", "robustness.svg")
 
 
 def parse_vary(items: Sequence[str]) -> dict[str, list[str]]:
@@ -982,6 +998,7 @@ def robustness(
         if total > 3600 and not yes:
             raise InputError(f"estimated time {total / 3600:.1f} h exceeds 1 h; pass --yes to "
                              "run it anyway, or fewer --seeds / --vary values")
+        check_output_paths(out_dir, [e.id for e in exps], ROBUSTNESS_FILES)
         _open_store(out_dir).close()
         columns = (rp.SpinnerColumn(), rp.TextColumn("{task.description}"), rp.BarColumn(),
                    rp.MofNCompleteColumn(), rp.TimeElapsedColumn())
@@ -1015,15 +1032,22 @@ def _replace_unencodable() -> None:
                 reconfigure(errors="replace")
 
 
+#: numpy's floating-point warnings (their messages' starts): expected inside a unit where a
+#: parameter sweep reaches an edge; the claims judge the numbers (non-finite values included).
+FLOAT_WARNINGS = ("overflow encountered", "invalid value encountered",
+                  "divide by zero encountered", "underflow encountered")
+
+
 def _tool_warnings() -> None:
     """Python warnings as the tool's own one-line messages (``warning: ...`` on stderr, each
     text once), without the source path and line that Python prints; unchanged under
-    ``LAZYLAB_DEBUG``. Worker processes started by this one (``PYTHONWARNINGS``, inherited)
-    ignore RuntimeWarning: numpy's overflow and invalid-value warnings inside a unit are
-    expected where a parameter sweep reaches an edge, and the claims judge the numbers."""
+    ``LAZYLAB_DEBUG``. Worker processes started by this one inherit a ``PYTHONWARNINGS`` that
+    ignores numpy's floating-point RuntimeWarnings (:data:`FLOAT_WARNINGS`) unless one is set;
+    lazylab's own warnings (a solver that did not converge) still show there."""
     if os.environ.get("LAZYLAB_DEBUG"):
         return
-    os.environ.setdefault("PYTHONWARNINGS", "ignore::RuntimeWarning")
+    os.environ.setdefault("PYTHONWARNINGS", ",".join(f"ignore:{m}:RuntimeWarning"
+                                                     for m in FLOAT_WARNINGS))
     shown: set[str] = set()
 
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
