@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import cast
+from typing import Literal, cast, overload
 
 import torch
 from torch import nn
@@ -299,6 +299,22 @@ def _resolve_trained(net: nn.Module, trained: TrainedSpec) -> list[str]:
                 names.append(canon[alias[item]] if item in alias else item)
         trained = names
     return list(dict.fromkeys(trained_names(net, trained)))
+
+
+@overload
+def empirical_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None = None, *,
+                  trained: TrainedSpec = None, method: str = "auto",
+                  output: int | str | None = None, chunk: int | None = None,
+                  chunk_elems: int | None = None, max_bytes: int | None = None,
+                  return_info: Literal[False] = False) -> torch.Tensor: ...
+
+
+@overload
+def empirical_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None = None, *,
+                  trained: TrainedSpec = None, method: str = "auto",
+                  output: int | str | None = None, chunk: int | None = None,
+                  chunk_elems: int | None = None, max_bytes: int | None = None,
+                  return_info: Literal[True]) -> tuple[torch.Tensor, EntkInfo]: ...
 
 
 def empirical_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None = None, *,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -180,7 +180,7 @@ class _Ntvp(_Method):
         """J_X^T e_(i, o) for every row i and output o of the block: one VJP, vmapped."""
         if "T" not in Fi:
             X, outs = Fi["X"], self.spec.outs
-            _, pull = vjp(lambda p: self.f(p, X)[:, outs], self.primals)
+            pull = vjp(lambda p: self.f(p, X)[:, outs], self.primals)[1]
             b, n_o = X.shape[0], len(outs)
             basis = torch.eye(b * n_o, dtype=X.dtype, device=X.device).reshape(b * n_o, b, n_o)
             Fi["T"] = vmap(pull)(basis)[0]
@@ -251,18 +251,21 @@ def _blocked(m: _Method, X: torch.Tensor, Z: torch.Tensor | None, rows: int, col
 
 
 def _special_flop(plan: StructuredPlan, n: int, n2: int, n_o: int, diag: bool) -> float:
+    """Modelled flop of the Linear/Conv shares (the cheaper order of each weight)."""
     total = 0.0
     for mods, role in plan.special.values():
         shapes = [s for m in mods for s in plan.calls[id(m)]]
         m0 = mods[0]
         T = sum(math.prod(_positions(m0, xs, ys)) for xs, ys in shapes)
-        c = m0.out_channels if hasattr(m0, "out_channels") else m0.out_features
-        g = getattr(m0, "groups", 1)
+        if isinstance(m0, nn.Linear):
+            c, g, k = m0.out_features, 1, m0.in_features
+        else:
+            conv = cast(nn.Conv1d | nn.Conv2d, m0)
+            c, g = conv.out_channels, conv.groups
+            k = conv.in_channels // g * math.prod(conv.kernel_size)
         if role == "bias":
             total += n_o * c * T * (n + n2) + n * n2 * n_o * n_o * c
             continue
-        k = (m0.in_features if hasattr(m0, "in_features")
-             else m0.in_channels // g * math.prod(m0.kernel_size))
         pw, gr = linear_costs(n, n2, n_o, g, T, T, k, c // g, diag)
         total += min(pw, gr)
     return total

@@ -292,7 +292,7 @@ def _pieces(m: nn.Module, x: torch.Tensor, dy: torch.Tensor
     return P, D
 
 
-def _explicit_padding(m: nn.Module) -> tuple[int, ...]:
+def _explicit_padding(m: nn.Conv1d | nn.Conv2d) -> tuple[int, ...]:
     """(left, right[, top, bottom]) zero padding for F.pad, from int/tuple/'same'/'valid'."""
     k = list(m.kernel_size)
     d = list(m.dilation)
@@ -360,7 +360,7 @@ def _local_grads(F_: Features, m: nn.Module, pairs: list[tuple[str, str]]
         def one(xi: torch.Tensor, dyi: torch.Tensor) -> dict[str, torch.Tensor]:
             def f(p: dict[str, torch.Tensor]) -> torch.Tensor:
                 return functional_call(m, p, (xi.unsqueeze(0),)).squeeze(0)
-            _, pull = vjp(f, params)
+            pull = vjp(f, params)[1]
             return vmap(pull)(dyi)[0]
         G = vmap(one)(x, dy)
         for local, canon in pairs:
