@@ -308,8 +308,8 @@ def test_a_budget_that_fits_no_unit_is_refused_not_exit_3(toy, tmp_path, monkeyp
                   *extra)
         line = one_error_line(res)
         want = (r"error: --max-time 10s: toy-mean's next group of 1 unit\(s\) is estimated at "
-                r"\d+ min \(the cost model's estimate\), more than the \d+ s left of the "
-                r"budget after start-up; raise --max-time")
+                r"\d+ min \(the cost model's estimate\), more than the \d+ s the budget "
+                r"leaves after start-up \(\d+ s\); raise --max-time")
         assert re.fullmatch(want, line), line
     assert ToyMean.calls == 0
 

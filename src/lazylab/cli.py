@@ -860,12 +860,13 @@ def _check_budget(store: Store, specs: Sequence[RunSpec], deadline: float, *, re
         clock = _clock(spec, deadline, len(plan))
         if clock is not None and not clock.fits(pending[0]):
             need = clock.unit_seconds * len(pending[0].units)
-            left = max(0.0, deadline - time.monotonic())
+            now = time.monotonic()
+            used = now - (deadline - parse_duration(max_time or "0"))
             raise InputError(
                 f"--max-time {max_time}: {spec.exp.id}'s next group of "
                 f"{len(pending[0].units)} unit(s) is estimated at {_duration(need)} (the cost "
-                f"model's estimate), more than the {left:.0f} s left of the budget after "
-                "start-up; raise --max-time")
+                f"model's estimate), more than the {max(0.0, deadline - now):.0f} s the budget "
+                f"leaves after start-up ({used:.0f} s); raise --max-time")
         return  # later experiments get what this one leaves: stopping there is progress
 
 
