@@ -176,6 +176,10 @@ def test_outputs_trace_and_one_output(method: str) -> None:
                                atol=1e-10)
     one = empirical_ntk(net, X, Z, method=method, output=2)
     torch.testing.assert_close(one, full[:, :, 2, 2], rtol=1e-10, atol=1e-10)
+    sym = empirical_ntk(net, X, method="jacobian", output="full")
+    torch.testing.assert_close(empirical_ntk(net, X, method=method, output="trace", chunk=3),
+                               torch.diagonal(sym, dim1=2, dim2=3).sum(-1), rtol=1e-10,
+                               atol=1e-10)  # blocks below the diagonal by transposition
     assert empirical_ntk(net, X, method=method).shape == (7, 7, 3, 3)  # default: full
     with pytest.raises(ValueError, match="output"):
         empirical_ntk(net, X, method=method, output=3)

@@ -159,13 +159,18 @@ class _Jacobian(_Method):
 
         self.jac = vmap(jacrev(single), in_dims=(None, 0))
 
-    def features(self, X: torch.Tensor) -> torch.Tensor:
+    def features(self, X: torch.Tensor) -> list[torch.Tensor]:
+        """Per-parameter Jacobians (b, O, p_k): kept apart, so no concatenated copy is made
+        and each parameter's share is summed in its own GEMM (as the torch.func tutorial)."""
         J = self.jac(self.primals, X)  # name -> (b, O, *shape)
-        return torch.cat([J[k].reshape(X.shape[0], len(self.spec.outs), -1)
-                          for k in self.names], dim=2)
+        return [J[k].reshape(X.shape[0], len(self.spec.outs), -1) for k in self.names]
 
-    def combine(self, Fi: torch.Tensor, Fj: torch.Tensor) -> torch.Tensor:
-        return torch.einsum("iof,jof->ijo" if self.spec.diag else "iof,jpf->ijop", Fi, Fj)
+    def combine(self, Fi: list[torch.Tensor], Fj: list[torch.Tensor]) -> torch.Tensor:
+        eq = "iof,jof->ijo" if self.spec.diag else "iof,jpf->ijop"
+        out = torch.einsum(eq, Fi[0], Fj[0])
+        for a, b in zip(Fi[1:], Fj[1:], strict=True):
+            out += torch.einsum(eq, a, b)
+        return out
 
 
 class _Ntvp(_Method):

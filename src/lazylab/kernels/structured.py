@@ -217,12 +217,13 @@ class Features:
 
     xs: dict[int, list[torch.Tensor]]
     dys: dict[int, list[torch.Tensor]]
-    jac: torch.Tensor | None
+    jac: list[torch.Tensor] | None
     cache: dict[str, Any] = field(default_factory=dict)
 
 
 def structured_features(net: nn.Module, plan: StructuredPlan, X: torch.Tensor,
-                        outs: list[int], jac_fn: Callable[[torch.Tensor], torch.Tensor] | None
+                        outs: list[int],
+                        jac_fn: Callable[[torch.Tensor], list[torch.Tensor]] | None
                         ) -> Features:
     """Forward the block with hooks on the watched modules, then one batched backward pass per
     selected output for the cotangents of their outputs."""
@@ -394,7 +395,7 @@ def structured_combine(plan: StructuredPlan, Fi: Features, Fj: Features, diag: b
             gi, gj = Fi.cache[key][canon], Fj.cache[key][canon]
             parts.append(torch.einsum(eq, gi.flatten(2), gj.flatten(2)))
     if Fi.jac is not None and Fj.jac is not None:
-        parts.append(torch.einsum(eq, Fi.jac, Fj.jac))
+        parts += [torch.einsum(eq, a, b) for a, b in zip(Fi.jac, Fj.jac, strict=True)]
     out = parts[0]
     for p in parts[1:]:
         out = out + p
