@@ -334,3 +334,14 @@ def test_unsupported_layers_are_refused_in_one_line(layer: nn.Module, name: str)
     assert "\n" not in msg
     assert msg.startswith(f"kernel_from_module: {name} has no infinite-width rule; "
                           "supported: Linear, Conv1d, Conv2d")
+
+
+def test_residual_branches_do_not_share_state() -> None:
+    # layers overwrite their input state in place: each branch must get its own copy
+    X = torch.randn(5, 3, dtype=F64, generator=torch.Generator().manual_seed(2))
+    head = Serial(Dense(1.2, 0.1), Relu())
+    K1, T1 = DeepKernel(head).both(X)
+    K, T = DeepKernel(Serial(head, Residual([Dense(1.3, 0.2)], []))).both(X)
+    # K' = K + (W^2 K + b^2), Theta' = Theta + (W^2 K + b^2 + W^2 Theta)
+    assert torch.allclose(K, K1 + 1.69 * K1 + 0.04, rtol=1e-14, atol=0)
+    assert torch.allclose(T, T1 + 1.69 * K1 + 0.04 + 1.69 * T1, rtol=1e-14, atol=0)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-__all__ = ["Padding", "resolve_padding", "pad_dim", "window_sum", "out_size"]
+__all__ = ["Padding", "resolve_padding", "pad_dim", "pad_dims", "window_sum", "out_size"]
 
 #: Per spatial axis: fill ("zeros" or "circular"), pad before, pad after.
 Padding = tuple[str, tuple[tuple[int, int], ...]]
@@ -77,6 +77,20 @@ def pad_dim(t: torch.Tensor, dim: int, lo: int, hi: int, mode: str) -> torch.Ten
     pad = [0] * (2 * (j + 1))
     pad[2 * j], pad[2 * j + 1] = lo, hi
     return F.pad(t, pad)
+
+
+def pad_dims(t: torch.Tensor, pads: dict[int, tuple[int, int]], mode: str) -> torch.Tensor:
+    """``t`` padded along several axes ({dim: (lo, hi)}); zeros in one copy."""
+    if mode == "circular" or not any(lo or hi for lo, hi in pads.values()):
+        for dim, (lo, hi) in pads.items():
+            t = pad_dim(t, dim, lo, hi, mode)
+        return t
+    flat = [0] * (2 * t.ndim)
+    for dim, (lo, hi) in pads.items():
+        j = t.ndim - 1 - dim
+        flat[2 * j], flat[2 * j + 1] = lo, hi
+    last = max(i for i, v in enumerate(flat) if v) + 1
+    return F.pad(t, flat[:last + (last % 2)])
 
 
 def window_sum(t: torch.Tensor, dims: Sequence[int], k: int, s: int, out: int

@@ -103,11 +103,15 @@ class ABRelu(Activation):
              ) -> Dual:
         a, b = self.a, self.b
         even, odd = (a * a + b * b) / 2, (a - b) ** 2 / (2 * math.pi)
-        s, rho = _rho(c, va, vb)
+        if not odd:  # linear
+            return c * even, (torch.full_like(c, even) if need_dot else None)
+        # rho = c / sqrt(k_a k_b), not c rsqrt(k_a) rsqrt(k_b): for coincident inputs
+        # (c = k_a = k_b) the division gives rho = 1 exactly (sqrt(v * v) = v in IEEE)
+        s = (va * vb).expand_as(c).sqrt()
+        rho = torch.div(c, s).nan_to_num_(0.0).clamp_(-1.0, 1.0)  # 0/0: a zero input
         theta = torch.arccos(rho)
-        # sin theta as sqrt((1 - rho)(1 + rho)): accurate for rho near 1 (deep nets)
-        sin = ((1 - rho) * (1 + rho)).clamp_(min=0).sqrt_()
-        k = (sin - theta * rho).mul_(s).mul_(odd).add_(c, alpha=even) if odd else c * even
+        k = torch.sin(theta).addcmul_(theta, rho, value=-1).mul_(s).mul_(odd)
+        k.add_(c, alpha=even)
         dot = theta.mul_(-odd).add_(even) if need_dot else None
         return k, dot
 

@@ -43,7 +43,7 @@ import torch
 
 from lazylab.kernels.deep._spatial import (
     out_size,
-    pad_dim,
+    pad_dims,
     resolve_padding,
     window_sum,
 )
@@ -90,7 +90,8 @@ class Layer:
         return shape
 
     def apply(self, state: KernelState, need_out: bool) -> KernelState:
-        """The next state."""
+        """The next state. ``state`` is consumed: its tensors may be overwritten in place
+        (a :class:`Residual` hands each branch but the last its own copy)."""
         raise NotImplementedError
 
     def trace(self, shape: Shape, full: bool, need_out: bool) -> tuple[Shape, bool,
@@ -112,21 +113,25 @@ def _check_param(parameterization: str) -> None:
 def _affine(state: KernelState, unscaled: Callable[[torch.Tensor, int], torch.Tensor],
             W_std: float, b_std: float | None, fan_in: float, parameterization: str
             ) -> list[Block]:
-    """The blocks after an affine layer whose weight-free part is ``unscaled``."""
+    """The blocks after an affine layer whose weight-free part is ``unscaled`` (which may
+    return its argument: the state's tensors are overwritten, see :meth:`Layer.apply`)."""
     W2, b2 = W_std * W_std, (0.0 if b_std is None else b_std * b_std)
     out = []
     for block in state.blocks():
-        k_u = unscaled(block.nngp, block.batch)
-        k = k_u * W2 + b2 if b2 else k_u * W2
+        k = unscaled(block.nngp, block.batch)
         ntk = None
         if block.ntk is not None:
-            t_u = unscaled(block.ntk, block.batch).mul_(W2)
-            if parameterization == "ntk":
-                ntk = t_u.add_(k)
-            else:
-                ntk = t_u.add_(k_u, alpha=fan_in)
+            ntk = unscaled(block.ntk, block.batch).mul_(W2)
+            if parameterization == "standard":
+                # the weights' gradient: the unscaled input covariance times the fan-in
+                ntk.add_(k, alpha=fan_in)
                 if b_std is not None:
                     ntk.add_(1.0)
+        k.mul_(W2)
+        if b2:
+            k.add_(b2)
+        if ntk is not None and parameterization == "ntk":
+            ntk.add_(k)
         out.append(Block(k, ntk, block.batch))
     return out
 
@@ -200,10 +205,10 @@ class Conv(Layer):
         nd, size = len(outs), math.prod(self.filter_shape)
 
         def unscaled(t: torch.Tensor, batch: int) -> torch.Tensor:
-            for i in range(nd):
-                dims = (batch + i, batch + nd + i) if state.full else (batch + i,)
-                for dim in dims:
-                    t = pad_dim(t, dim, *pads[i], mode)
+            groups = [(batch + i, batch + nd + i) if state.full else (batch + i,)
+                      for i in range(nd)]
+            t = pad_dims(t, {d: pads[i] for i, g in enumerate(groups) for d in g}, mode)
+            for i, dims in enumerate(groups):
                 t = window_sum(t, dims, self.filter_shape[i], strides[i], outs[i])
             return t.div_(size)
 
@@ -237,10 +242,11 @@ class AvgPool(Layer):
         nd, size = len(outs), math.prod(self.window)
 
         def pool(t: torch.Tensor, batch: int) -> torch.Tensor:
-            for i in range(nd):
-                for dim in (batch + i, batch + nd + i):
-                    t = pad_dim(t, dim, *pads[i], mode)
-                    t = window_sum(t, (dim,), self.window[i], strides[i], outs[i])
+            dims = [(batch + i, i) for i in range(nd)] + [(batch + nd + i, i)
+                                                          for i in range(nd)]
+            t = pad_dims(t, {d: pads[i] for d, i in dims}, mode)
+            for d, i in dims:
+                t = window_sum(t, (d,), self.window[i], strides[i], outs[i])
             return t.div_(size * size)
 
         return state.with_blocks([b.map(pool) for b in state.blocks()], spatial=outs)
@@ -385,6 +391,10 @@ def _to_diag(state: KernelState) -> KernelState:
     return state.with_blocks(blocks, full=False)
 
 
+def _copy(state: KernelState) -> KernelState:
+    return state.with_blocks([b.map(lambda t, batch: t.clone()) for b in state.blocks()])
+
+
 _LINEAR_TAIL = (AvgPool, GlobalAvgPool, Flatten)
 
 
@@ -430,7 +440,9 @@ class Residual(Layer):
         return shapes.pop()
 
     def apply(self, state: KernelState, need_out: bool) -> KernelState:
-        outs = [b.apply(state, need_out) for b in self.branches]
+        last = len(self.branches) - 1
+        outs = [b.apply(state if i == last else _copy(state), need_out)
+                for i, b in enumerate(self.branches)]
         if any(o.full for o in outs) and not all(o.full for o in outs):
             outs = [_to_diag(o) if o.full else o for o in outs]
         first = outs[0]

@@ -127,7 +127,7 @@ def paired_state(x: torch.Tensor, *, full: bool, ntk: bool = True) -> KernelStat
     if x.ndim == 2:
         x = x[:, :, None]
     self1 = _input_block(x, None, nd, full, False)
-    cross = Block(self1.nngp, torch.zeros_like(self1.nngp) if ntk else None, 1)
+    cross = Block(self1.nngp.clone(), torch.zeros_like(self1.nngp) if ntk else None, 1)
     return KernelState(cross, self1, None, nd, full, int(x.shape[1]),
                        tuple(x.shape[2:]) if nd else ())
 
