@@ -285,11 +285,12 @@ def test_registration_refuses_methods_without_prep():
         def without_prep(self, p, *args):
             return []
 
-        cls = type(f"NoPrep{name}", (ToyMean,), {"id": f"no-prep-{name}", name: without_prep})
+        exp_id = f"no-prep-{name.replace('_', '-')}"  # ids are lower-case slugs
+        cls = type(f"NoPrep{name}", (ToyMean,), {"id": exp_id, name: without_prep})
         with pytest.raises(TypeError, match=rf"NoPrep{name}\.{name} must accept the keyword "
                                             r"argument prep"):
             register(cls)
-        assert f"no-prep-{name}" not in REGISTRY
+        assert exp_id not in REGISTRY
 
 
 def test_validate_refuses_before_the_store_is_touched(toy, tmp_path, monkeypatch):
