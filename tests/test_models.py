@@ -180,7 +180,8 @@ def test_regressor_interpolates_a_quadratic_in_its_span():
         return ((X @ B) * X).sum(1) - torch.trace(B)
 
     X, Xt = torch.randn(300, d, generator=g, dtype=F64), torch.randn(100, d, generator=g, dtype=F64)
-    est = RandomFeaturesRegressor(30, activation="quad_centered", weight_std=d**-0.5, seed=3)
+    est = RandomFeaturesRegressor(30, activation="quad_centered", weight_std=d**-0.5, seed=3,
+                                  ridge=0.0, fit_intercept=False)
     pred = est.fit(X, target(X)).predict(Xt)
     assert float((pred - target(Xt)).abs().max()) < 1e-8 * float(target(Xt).abs().max())
 
@@ -189,9 +190,11 @@ def test_regressor_ridge_solution_and_intercept():
     g = _gen(13)
     X = torch.randn(40, 3, generator=g, dtype=F64)
     y = torch.sin(X[:, 0]) + 0.1 * torch.randn(40, generator=g, dtype=F64)
-    est = RandomFeaturesRegressor(25, activation="tanh", ridge=0.7, seed=1).fit(X, y)
+    est = RandomFeaturesRegressor(25, activation="tanh", ridge=0.7, seed=1,
+                                  fit_intercept=False).fit(X, y)
     F = est.model_.features(X)
-    direct = torch.linalg.solve(F.T @ F + 0.7 * torch.eye(25, dtype=F64), F.T @ y)
+    # the ridge is in kernel units: the penalty on ||a||^2 is m s_m^2 ridge = 25 * 0.7
+    direct = torch.linalg.solve(F.T @ F + 25 * 0.7 * torch.eye(25, dtype=F64), F.T @ y)
     np.testing.assert_allclose(est.coef_, direct.numpy(), rtol=1e-10, atol=1e-12)
     # With an unpenalised intercept, shifting y by a constant shifts predictions by it.
     e1 = RandomFeaturesRegressor(25, activation="tanh", ridge=0.7, fit_intercept=True).fit(X, y)
@@ -215,7 +218,7 @@ def test_regressor_numpy_io_seeds_and_errors():
     assert not np.allclose(other.coef_, est.coef_)
     # For least squares with an intercept (ridge 0, n > m) the training R^2 equals the squared
     # correlation between y and the fitted values.
-    ols = RandomFeaturesRegressor(10, activation="relu", fit_intercept=True).fit(X, y)
+    ols = RandomFeaturesRegressor(10, activation="relu", ridge=0.0, fit_intercept=True).fit(X, y)
     r = np.corrcoef(y, ols.predict(X))[0, 1]
     assert ols.score(X, y) == pytest.approx(r**2, rel=1e-10)
     assert "width=10" in repr(clone(ols).set_params(seed=9))
