@@ -252,3 +252,33 @@ def test_an_id_that_bypassed_registration_never_reaches_the_disk(tmp_path, monke
     assert "Traceback" not in res.output
     assert sorted(p.name for p in (tmp_path / "parent").iterdir()) == ["out"]
     assert [p.name for p in out.iterdir() if p.name != "lazylab.sqlite"] == []
+
+
+def test_is_held_sees_another_holder_and_writes_nothing(tmp_path):
+    """The report's check of a running writer opens the lock read-only: a hard-linked lock
+    file is not altered, and a lock held by another process is seen as held."""
+    import subprocess
+    import sys
+
+    from lazylab.runner.lock import is_held
+
+    assert not is_held(tmp_path, "toy-mean")  # no lock file: nothing created
+    assert list(tmp_path.iterdir()) == []
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"precious data\n")
+    os.link(victim, lock_path(tmp_path, "toy-mean"))
+    assert not is_held(tmp_path, "toy-mean")
+    assert victim.read_bytes() == b"precious data\n"
+    lock_path(tmp_path, "toy-mean").unlink()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pathlib import Path; "
+         "from lazylab.runner.lock import RunLock\n"
+         f"with RunLock(Path({str(tmp_path)!r}), 'toy-mean'):\n"
+         "    print('locked', flush=True); sys.stdin.readline()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"  # handshake: no sleep
+        assert is_held(tmp_path, "toy-mean")
+    finally:
+        holder.communicate("\n", timeout=60)
+    assert not is_held(tmp_path, "toy-mean")

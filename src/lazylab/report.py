@@ -143,15 +143,11 @@ def _claims(exp_dir: Path, warn: Callable[[str], None]) -> list[dict[str, Any]] 
 
 
 def _running(out_dir: Path, exp_id: str) -> bool:
-    """Whether another process holds the experiment's run lock in ``out_dir`` now."""
-    from lazylab.errors import InputError
-    from lazylab.runner.lock import RunLock
+    """Whether another process holds the experiment's run lock in ``out_dir`` now (checked
+    read-only: :func:`lazylab.runner.lock.is_held`)."""
+    from lazylab.runner.lock import is_held
 
-    try:
-        RunLock.probe(out_dir, exp_id)
-    except (InputError, OSError):
-        return True
-    return False
+    return is_held(out_dir, exp_id)
 
 
 def _unfinished(sec: dict[str, Any], esc: Callable[[Any], str], code: str) -> str:

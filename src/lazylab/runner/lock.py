@@ -20,7 +20,7 @@ from types import TracebackType
 
 from lazylab.errors import InputError
 
-__all__ = ["RunLock", "lock_path"]
+__all__ = ["RunLock", "is_held", "lock_path"]
 
 
 def lock_path(out_dir: Path, exp_id: str) -> Path:
@@ -58,6 +58,29 @@ def _open_lock(path: Path) -> int:
                          "file of its own: remove it (the other names keep their data) and run "
                          "again")
     return fd
+
+
+def is_held(out_dir: Path, exp_id: str) -> bool:
+    """Whether another process holds the lock of ``(out_dir, exp_id)`` now.
+
+    Read-only: the file is opened for reading (never created, truncated or written) and a
+    shared lock is tried and released, so a reader such as the report cannot alter a file
+    linked there. No lock file, or one that cannot be opened, is not held."""
+    import fcntl
+
+    try:
+        fd = os.open(lock_path(out_dir, exp_id), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except (OSError, InputError):
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing releases the shared lock, if taken
+    return False
 
 
 class RunLock:
