@@ -235,6 +235,25 @@ def test_auto_reports_its_choice_and_picks_structured_for_a_wide_mlp() -> None:
                                atol=1e-10)
 
 
+def test_two_layer_net_keeps_its_closed_form_and_takes_every_output_mode(caplog) -> None:
+    net = TwoLayerNet(3, 32, train_second=True, bias=True, generator=gen(19), dtype=F64)
+    X = torch.randn(5, 3, generator=gen(20), dtype=F64)
+    K, info = empirical_ntk(net, X, trained="both", return_info=True)
+    assert info.routes == {"W": "closed form", "a": "closed form", "c": "closed form"}
+    assert torch.equal(empirical_ntk(net, X, trained="both", output="full"), K[:, :, None, None])
+    assert torch.equal(empirical_ntk(net, X, trained="both", output="trace"), K)
+    assert torch.equal(empirical_ntk(net, X, trained="both", output=0), K)
+    for method in ("jacobian", "ntvp"):  # "structured" is the closed form itself
+        torch.testing.assert_close(empirical_ntk(net, X, trained="both", method=method), K,
+                                   rtol=1e-10, atol=1e-10)
+    with pytest.raises(ValueError, match="output"):
+        empirical_ntk(net, X, output=1)
+    seq = _init(nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1)), 21)
+    with caplog.at_level("DEBUG", logger="lazylab.kernels.entk_methods"):
+        _, info = empirical_ntk(seq, X, return_info=True)
+    assert f"method='auto' chose {info.method!r}" in caplog.text
+
+
 def test_default_trained_is_w_for_a_two_layer_net_and_all_for_any_module() -> None:
     net = TwoLayerNet(3, 16, train_second=True, generator=gen(11), dtype=F64)
     X = torch.randn(4, 3, generator=gen(12), dtype=F64)

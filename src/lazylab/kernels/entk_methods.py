@@ -18,11 +18,13 @@ the per-block intermediates stay within ``chunk_elems`` elements; with ``max_byt
 whose smallest block (one example per side) does not fit is refused before any compute.
 :func:`plan_methods` estimates each method's cost as flop + bytes of its largest intermediates
 (from the flop of one forward pass and the shapes, both seen by a probe pass) and ``"auto"``
-takes the cheapest that fits.
+takes the cheapest that fits, and says so (``EntkInfo.method``, and a DEBUG record on the
+``lazylab.kernels.entk_methods`` logger).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +44,8 @@ from lazylab.kernels.structured import (
 
 __all__ = ["EntkInfo", "METHODS", "OutputSpec", "output_spec", "check_deterministic",
            "model_function", "plan_methods", "generic_ntk"]
+
+_log = logging.getLogger(__name__)
 
 METHODS = ("auto", "jacobian", "ntvp", "structured", "autodiff")
 _REAL = ("jacobian", "ntvp", "structured")
@@ -339,6 +343,8 @@ def generic_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None, names: 
         if not fits:
             raise ValueError(_refusal("every method", min(min_bytes.values()), max_bytes))
         method = min(fits, key=lambda k: pm.estimates[k])
+        _log.debug("empirical_ntk: method='auto' chose %r; modelled cost (flop + bytes) %s",
+                   method, {k: f"{v:.3g}" for k, v in pm.estimates.items()})
     elif method not in fits:
         raise ValueError(_refusal(f"method={method!r}", min_bytes[method], max_bytes))
     per = pm.per_example[method]
