@@ -19,7 +19,7 @@ kernel. A recipe whose arrays would take more than half the available memory is 
 the bytes it needs. Not a test.
 
 Usage: taskset -c 0 env OMP_NUM_THREADS=1 python bench/bench_empirical_ntk_methods.py
-       [--cases fc,resnet18] [--repeats 3] [--threads 1] [--chunk-elems 1073741824]
+       [--cases fc,resnet18] [--repeats 5] [--threads 1] [--chunk-elems 1073741824]
 """
 
 from __future__ import annotations
@@ -200,7 +200,7 @@ def _print(name: str, rows: list[dict[str, Any]]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", default="fc,resnet18")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--chunk-elems", type=int, default=1 << 30,
                     help="elements per block intermediate for every method (default 2^30)")
