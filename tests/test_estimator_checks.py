@@ -15,7 +15,11 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from lazylab.estimators import KernelRegressor, RandomFeaturesRegressor
 
+# Every estimator at its defaults (the Gaussian kernel's default bandwidth included), and
+# with explicit settings.
 ESTIMATORS = [KernelRegressor(), KernelRegressor(kernel="gaussian", bandwidth=2.0, ridge=1e-3),
+              KernelRegressor(kernel="gaussian"), KernelRegressor(bias=1.0, trained="both"),
+              RandomFeaturesRegressor(),
               RandomFeaturesRegressor(width=50, ridge=1e-6, fit_intercept=True)]
 
 
