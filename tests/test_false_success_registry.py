@@ -282,3 +282,13 @@ def test_is_held_sees_another_holder_and_writes_nothing(tmp_path):
     finally:
         holder.communicate("\n", timeout=60)
     assert not is_held(tmp_path, "toy-mean")
+
+
+def test_reproduce_all_with_a_refused_plugin_exits_2_naming_it(plugins, tmp_path):
+    refused = plugins(FakeEntryPoint("dotdot", toy_class("..")))
+    res = cli("reproduce", "all", "--out", str(tmp_path))
+    assert res.exit_code == 2, res.output
+    assert refused["dotdot"] in " ".join(res.output.split())
+    assert not any(tmp_path.iterdir())  # refused before anything was written
+    res = cli("show", "dotdot")
+    assert res.exit_code == 2 and "refused" in res.output

@@ -168,9 +168,10 @@ def _check_sets_fast(targets: Sequence[str], assignments: dict[str, str],
 
 
 def _get(exp_id: str) -> Experiment:
-    from lazylab.experiments import all_experiments
+    from lazylab.experiments import all_experiments, check_targets
 
     exps = {e.id: e for e in all_experiments()}
+    check_targets([exp_id])  # a refused plugin: its own line, not "unknown experiment"
     if exp_id not in exps:
         raise _unknown("experiment id", exp_id, list(exps))
     return exps[exp_id]
@@ -179,9 +180,10 @@ def _get(exp_id: str) -> Experiment:
 def select_experiments(targets: Sequence[str]) -> list[Experiment]:
     """Experiments named by ids, paper keys or ``all`` (registry order, no duplicates)."""
     _refuse_unknown_fast(targets)
-    from lazylab.experiments import PAPERS, all_experiments
+    from lazylab.experiments import PAPERS, all_experiments, check_targets
 
     exps = all_experiments()
+    check_targets(targets)  # a refused plugin asked for by name, or by `all`: exit 2
     by_id = {e.id: e for e in exps}
     papers: dict[str, list[Experiment]] = {}
     for e in exps:
