@@ -113,6 +113,13 @@ def test_operator_regression_path_follows_the_budget_and_the_iteration_cap():
     # forming K costs the flops of ~n/6 products: not worth it when max_iter < n / 6
     assert operator_regression(op, y, ridge=1e-2, max_iter=4, rank=5,
                                tol=1.0).solver == "cg"
+    # the parameter count: two Jacobian rows (2 P float64 entries) must fit the budget too
+    wide = NTKOperator(_mlp(3, 64, 8), X)
+    P = sum(p.numel() for p in wide.net.parameters())
+    assert 16 * P - 1 >= 8 * 30 * 30  # the budget below holds K but not two Jacobian rows
+    assert operator_regression(wide, y, ridge=1e-2, rank=5, memory_budget=16 * P - 1,
+                               ).solver == "cg"
+    assert operator_regression(wide, y, ridge=1e-2, memory_budget=16 * P).solver == "direct"
 
     class ProductsOnly:
         n = 30

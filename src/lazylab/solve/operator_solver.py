@@ -12,10 +12,10 @@ about n^2 P multiply-adds for P parameters (the Jacobian contraction, at matrix-
 one NTK-vector product costs about 3 passes over the n inputs, ~6 n P, at autodiff speed, so
 forming K costs the flops of about n / 6 products and P cancels from the comparison. The
 direct path is taken when the n x n float64 kernel fits ``memory_budget`` (as
-:class:`lazylab.estimators.KernelRegressor` chooses; 256 MiB on a CPU: n <= 5792) and
-n <= 6 max_iter (forming costs no more flops than the CG's iteration cap). P bounds only the
-memory of the Jacobian blocks, which :func:`~lazylab.kernels.empirical_ntk` keeps within the
-budget.
+:class:`lazylab.estimators.KernelRegressor` chooses; 256 MiB on a CPU: n <= 5792),
+n <= 6 max_iter (forming costs no more flops than the CG's iteration cap), and the Jacobian
+rows of one example pair, 2 P entries of the net's dtype, fit it too (the least
+:func:`~lazylab.kernels.empirical_ntk` needs; it blocks the rest within the budget).
 
 **The matrix-free path** preconditions CG with a randomized Nystrom approximation of rank r
 built from r products K Omega (Frangella, Tropp & Udell 2023, Alg. 2.1 and Eq. (5.3);
@@ -77,6 +77,18 @@ def _formable(op: Any) -> bool:
     return isinstance(op, NTKOperator) or callable(getattr(op, "dense", None))
 
 
+def _jacobian_row_bytes(op: Any) -> int:
+    """Bytes of two Jacobian rows (2 P entries) of an NTKOperator's trained tensors; 0 for
+    other operators."""
+    from lazylab.kernels import NTKOperator
+
+    if not isinstance(op, NTKOperator):
+        return 0
+    tensors = dict(op.net.named_parameters()) | dict(op.net.named_buffers())
+    P = sum(tensors[k].numel() for k in op.names)
+    return 2 * P * op.X.element_size()
+
+
 def choose_operator_solver(op: Any, solver: str, *, max_iter: int,
                            memory_budget: int | None) -> str:
     """``"direct"`` or ``"cg"`` for ``solver`` (module docstring: the path)."""
@@ -92,7 +104,7 @@ def choose_operator_solver(op: Any, solver: str, *, max_iter: int,
     n = int(op.n)
     dev = getattr(op, "device", "cpu")
     budget = device_budget(dev) if memory_budget is None else int(memory_budget)
-    fits = 8 * n * n <= budget and n <= 6 * int(max_iter)
+    fits = 8 * n * n <= budget and n <= 6 * int(max_iter) and _jacobian_row_bytes(op) <= budget
     return "direct" if fits and _formable(op) else "cg"
 
 
