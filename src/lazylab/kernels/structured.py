@@ -32,6 +32,7 @@ usual layers; train-mode batch normalization is refused by the caller).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -320,22 +321,45 @@ def linear_costs(b: int, b2: int, n_o: int, g: int, T: int, T2: int, k: int, c: 
     return float(pairwise), float(grads)
 
 
-def _weight_share(Pi: torch.Tensor, Di: torch.Tensor, Pj: torch.Tensor, Dj: torch.Tensor,
-                  diag: bool, budget: int) -> torch.Tensor:
-    b, n_o, g, T, c = Di.shape
-    b2, T2, k = Dj.shape[0], Dj.shape[3], Pi.shape[-1]
-    pw, gr = linear_costs(b, b2, n_o, g, T, T2, k, c, diag)
-    big = b * b2 * g * T * T2 * (n_o if diag else n_o * n_o)
-    if pw <= gr and big <= budget:
-        Gx = torch.einsum("igtk,jgsk->ijgts", Pi, Pj)
-        if diag:
-            Gd = torch.einsum("iogtc,jogsc->ijogts", Di, Dj)
-            return torch.einsum("ijgts,ijogts->ijo", Gx, Gd)
-        Gd = torch.einsum("iogtc,jpgsc->ijopgts", Di, Dj)
-        return torch.einsum("ijgts,ijopgts->ijop", Gx, Gd)
+def _pairwise(Pi: torch.Tensor, Di: torch.Tensor, Pj: torch.Tensor, Dj: torch.Tensor,
+              diag: bool) -> torch.Tensor:
+    """sum_{g,t,s} <x_i(t), x_j(s)> <dy_i^o(t), dy_j^p(s)>: input and cotangent Grams."""
+    Gx = torch.einsum("igtk,jgsk->ijgts", Pi, Pj)
+    if diag:
+        return torch.einsum("ijgts,ijogts->ijo", Gx,
+                            torch.einsum("iogtc,jogsc->ijogts", Di, Dj))
+    return torch.einsum("ijgts,ijopgts->ijop", Gx, torch.einsum("iogtc,jpgsc->ijopgts", Di, Dj))
+
+
+def _grads(Pi: torch.Tensor, Di: torch.Tensor, Pj: torch.Tensor, Dj: torch.Tensor,
+           diag: bool) -> torch.Tensor:
+    """<G_i^o, G_j^p> with per-example gradients G_i^o = sum_t dy_i^o(t) x_i(t)^T."""
     Gi = torch.einsum("iogtc,igtk->iogck", Di, Pi)
     Gj = Gi if (Pj is Pi and Dj is Di) else torch.einsum("iogtc,igtk->iogck", Dj, Pj)
     return torch.einsum("iogck,jogck->ijo" if diag else "iogck,jpgck->ijop", Gi, Gj)
+
+
+def _weight_share(Pi: torch.Tensor, Di: torch.Tensor, Pj: torch.Tensor, Dj: torch.Tensor,
+                  diag: bool, budget: int) -> torch.Tensor:
+    """K_W of one Linear/Conv weight between two blocks by the cheaper contraction order
+    (:func:`linear_costs`), over sub-blocks of examples small enough that its largest
+    intermediate stays within ``budget`` elements (down to one example per side)."""
+    b, n_o, g, T, c = Di.shape
+    b2, T2, k = Dj.shape[0], Dj.shape[3], Pi.shape[-1]
+    pw, gr = linear_costs(b, b2, n_o, g, T, T2, k, c, diag)
+    oo = n_o if diag else n_o * n_o
+    if pw <= gr:
+        fn, step = _pairwise, max(1, math.isqrt(budget // max(1, g * T * T2 * (oo + 1))))
+    else:
+        fn, step = _grads, max(1, budget // max(1, 2 * n_o * g * c * k))
+    if step >= max(b, b2):
+        return fn(Pi, Di, Pj, Dj, diag)
+    out = Di.new_empty(b, b2, *((n_o,) if diag else (n_o, n_o)))
+    for i0 in range(0, b, step):
+        for j0 in range(0, b2, step):
+            out[i0:i0 + step, j0:j0 + step] = fn(Pi[i0:i0 + step], Di[i0:i0 + step],
+                                                 Pj[j0:j0 + step], Dj[j0:j0 + step], diag)
+    return out
 
 
 def _special_pieces(F_: Features, mods: list[nn.Module]) -> tuple[torch.Tensor, torch.Tensor]:
