@@ -131,7 +131,7 @@ def operator_regression(op: Any, y: torch.Tensor, *, ridge: float = 0.0, tol: fl
     Parameters
     ----------
     op : an object with ``n``, ``matmul(V)`` and ``cross(Z, alpha)`` (module docstring).
-    y : (n,) or (n, k) targets.
+    y : (n,) or (n, k) targets (moved to ``op.device`` when the operator has one).
     ridge : >= 0 added to the diagonal.
     tol, max_iter : the CG stopping residual ||y - (K + ridge I) alpha|| / ||y|| and cap.
     solver : ``"auto"`` (module docstring), ``"direct"`` (form K; an NTKOperator or an
@@ -152,7 +152,8 @@ def operator_regression(op: Any, y: torch.Tensor, *, ridge: float = 0.0, tol: fl
     if isinstance(rank, bool) or int(rank) != rank or rank < 0:
         raise ValueError(f"rank must be a non-negative integer; got {rank!r}")
     gen = seeded_generator(generator, seed)
-    Y = y.to(dtype=torch.float64)
+    # on the operator's device (an NTKOperator's net's), where its products are computed
+    Y = y.to(device=getattr(op, "device", y.device), dtype=torch.float64)
     if choose_operator_solver(op, solver, max_iter=max_iter,
                               memory_budget=memory_budget) == "direct":
         return _direct(op, Y, ridge, memory_budget)
