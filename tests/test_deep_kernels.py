@@ -345,3 +345,33 @@ def test_residual_branches_do_not_share_state() -> None:
     # K' = K + (W^2 K + b^2), Theta' = Theta + (W^2 K + b^2 + W^2 Theta)
     assert torch.allclose(K, K1 + 1.69 * K1 + 0.04, rtol=1e-14, atol=0)
     assert torch.allclose(T, T1 + 1.69 * K1 + 0.04 + 1.69 * T1, rtol=1e-14, atol=0)
+
+
+class _Functional(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(2, 4, 3, padding=1, padding_mode="circular", bias=False)
+        self.fc = nn.Linear(4 * 7, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.conv(x))
+        return self.fc(torch.flatten(h + self.conv(h), 1))
+
+
+def test_traced_functions_and_residual_sums_lift() -> None:
+    desc = Serial(Conv((3,), (1,), (1,), 1.0, None, width=4, padding_mode="circular"), Relu())
+    desc = Serial(desc, Residual([], [Conv((3,), (1,), (1,), 1.0, None, width=4,
+                                           padding_mode="circular")]),
+                  Flatten(), Dense(1.0, 0.5, width=1))
+    X = torch.randn(3, 2, 7, dtype=F64)
+    lifted = kernel_from_module(_Functional(), b_std=0.5)
+    assert torch.allclose(lifted(X), DeepKernel(desc)(X), rtol=1e-14, atol=0)
+
+
+def test_flatten_of_other_dims_is_refused() -> None:
+    class Bad(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.flatten(x, 2)
+
+    with pytest.raises(UnsupportedLayer, match=r"flatten\(start_dim=2\) \(only flatten"):
+        layers_from_module(Bad())

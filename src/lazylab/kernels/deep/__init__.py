@@ -20,7 +20,8 @@ Example
 >>> net = Serial(Dense(W_std=math.sqrt(3)), Relu(), Dense(W_std=math.sqrt(2)), Relu(),
 ...              Dense(W_std=math.sqrt(2)))
 >>> X = torch.eye(3, dtype=torch.float64)
->>> DeepKernel(net)(X).diagonal().tolist()   # Arora et al.: L + 1 for L = 2 hidden layers
+>>> K = DeepKernel(net)(X)      # Arora et al.: the NTK diagonal is L + 1 for L = 2 layers
+>>> [round(v, 12) for v in K.diagonal().tolist()]
 [3.0, 3.0, 3.0]
 """
 

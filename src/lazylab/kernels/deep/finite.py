@@ -136,7 +136,7 @@ def _build(layers: tuple[Layer, ...], shape: Shape, width: int, out_dim: int | N
             shape = (out,) + layer.out_shape(shape)[1:]
             continue
         if isinstance(layer, Residual):
-            branches = []
+            branches: list[nn.Module] = []
             for b in layer.branches:
                 sub, _ = _build(b.layers, shape, width, None, gen, dtype)
                 branches.append(nn.Sequential(*sub))

@@ -52,6 +52,8 @@ from lazylab.kernels.deep.state import Block, KernelState, to_diag_block, varian
 __all__ = ["Layer", "Dense", "Conv", "AvgPool", "GlobalAvgPool", "Flatten", "LayerNorm",
            "Serial", "Residual", "Shape", "Trace"]
 
+#: strides, padding fill, per-axis pads, output spatial shape
+Geometry = tuple[tuple[int, ...], str, tuple[tuple[int, int], ...], tuple[int, ...]]
 #: (channels, *spatial) of a layer's finite output.
 Shape = tuple[int, ...]
 _PARAMS = ("ntk", "standard")
@@ -182,7 +184,7 @@ class Conv(Layer):
         if not self.filter_shape or min(self.filter_shape) < 1:
             raise ValueError(f"filter_shape must be positive ints; got {self.filter_shape!r}")
 
-    def _geometry(self, spatial: Sequence[int]):  # type: ignore[no-untyped-def]
+    def _geometry(self, spatial: Sequence[int]) -> Geometry:
         nd = len(self.filter_shape)
         if len(spatial) != nd:
             raise ValueError(f"{self!r} needs inputs with {nd} spatial dimensions; got "
@@ -229,7 +231,7 @@ class AvgPool(Layer):
     def need_in(self, need_out: bool) -> bool:
         return True
 
-    def _geometry(self, spatial: Sequence[int]):  # type: ignore[no-untyped-def]
+    def _geometry(self, spatial: Sequence[int]) -> Geometry:
         return Conv(self.window, self.strides or self.window, self.padding)._geometry(spatial)
 
     def out_shape(self, shape: Shape) -> Shape:

@@ -146,10 +146,15 @@ def _node_layer(node: fx.Node, gm: fx.GraphModule, W_std: float, b_std: float,
                             parameterization)
     if node.op == "call_function" and node.target in _FUNCTIONS:
         return _FUNCTIONS[node.target]()
-    if node.op == "call_function" and node.target is torch.flatten:
+    is_flatten = (node.op == "call_function" and node.target is torch.flatten) or (
+        node.op == "call_method" and node.target == "flatten")
+    if is_flatten:
+        start = node.args[1] if len(node.args) > 1 else node.kwargs.get("start_dim", 0)
+        if start != 1 or len(node.args) > 2 or "end_dim" in node.kwargs:
+            raise _refuse(f"flatten(start_dim={start}) (only flatten(x, 1) lifts)")
         return Flatten()
-    if node.op == "call_method" and node.target in ("relu", "flatten"):
-        return ABRelu(0.0, 1.0) if node.target == "relu" else Flatten()
+    if node.op == "call_method" and node.target == "relu":
+        return ABRelu(0.0, 1.0)
     raise _refuse(f"{node.op} {getattr(node.target, '__name__', node.target)!s}")
 
 

@@ -21,7 +21,9 @@ weight variance W_std^2 / fan_in sees W_std^2 K_0.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
@@ -41,7 +43,7 @@ class Block:
     ntk: torch.Tensor | None
     batch: int
 
-    def map(self, fn) -> Block:  # type: ignore[no-untyped-def]
+    def map(self, fn: Callable[[torch.Tensor, int], torch.Tensor]) -> Block:
         """The block with ``fn(tensor, batch)`` applied to both covariances."""
         ntk = None if self.ntk is None else fn(self.ntk, self.batch)
         return Block(fn(self.nngp, self.batch), ntk, self.batch)
@@ -69,7 +71,7 @@ class KernelState:
         """The distinct blocks, cross first."""
         return [self.cross, self.self1] + ([] if self.self2 is None else [self.self2])
 
-    def with_blocks(self, blocks: list[Block], **changes: object) -> KernelState:
+    def with_blocks(self, blocks: list[Block], **changes: Any) -> KernelState:
         """A copy with the blocks of :meth:`blocks` replaced, in the same order."""
         self2 = None if self.self2 is None else blocks[2]
         return replace(self, cross=blocks[0], self1=blocks[1], self2=self2, **changes)
