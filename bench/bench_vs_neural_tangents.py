@@ -34,22 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from lazylab.kernels.deep import (  # noqa: E402
-    ABRelu,
-    AvgPool,
-    Conv,
-    DeepKernel,
-    Dense,
-    Erf,
-    Flatten,
-    Gelu,
-    GlobalAvgPool,
-    Layer,
-    LayerNorm,
-    Residual,
-    Serial,
-    Sin,
-)
+from lazylab.kernels.deep import DeepKernel, from_spec  # noqa: E402
 
 VENV = Path(os.environ.get("NT_VENV", "/tmp/nt-venv"))
 SIDE = Path(__file__).with_name("_nt_side.py")
@@ -58,33 +43,6 @@ REFERENCE = Path(__file__).resolve().parents[1] / "tests" / "data" / "deep_kerne
 REFERENCE_N = 4
 ACTS = {"relu": {"type": "ABRelu", "a": 0.0, "b": 1.0}, "erf": {"type": "Erf"},
         "gelu": {"type": "Gelu"}}
-
-
-def to_layer(spec: dict) -> Layer:
-    """The lazylab layer of one spec entry (the same entry neural-tangents builds)."""
-    t = spec["type"]
-    kw = {k: v for k, v in spec.items() if k != "type"}
-    if t == "Dense":
-        return Dense(kw.get("W_std", 1.0), kw.get("b_std"), kw.get("parameterization", "ntk"),
-                     kw.get("width"))
-    if t == "Conv":
-        strides = tuple(kw["strides"]) if kw.get("strides") else None
-        return Conv(tuple(kw["filter_shape"]), strides, kw.get("padding", "valid").lower(),
-                    kw.get("W_std", 1.0), kw.get("b_std"), kw.get("parameterization", "ntk"),
-                    kw.get("width"))
-    simple = {"ABRelu": lambda: ABRelu(kw["a"], kw["b"]), "Gelu": Gelu,
-              "Erf": lambda: Erf(kw.get("a", 1.0), kw.get("b", 1.0), kw.get("c0", 0.0)),
-              "Sin": lambda: Sin(kw.get("a", 1.0), kw.get("b", 1.0), kw.get("c0", 0.0)),
-              "GlobalAvgPool": GlobalAvgPool, "Flatten": Flatten,
-              "LayerNorm": lambda: LayerNorm(kw.get("eps", 1e-12))}
-    if t in simple:
-        return simple[t]()
-    if t == "AvgPool":
-        return AvgPool(tuple(kw["window"]), tuple(kw.get("strides") or kw["window"]),
-                       kw.get("padding", "valid").lower())
-    if t == "Residual":
-        return Residual(*[Serial(*[to_layer(s) for s in b]) for b in kw["branches"]])
-    raise ValueError(f"unknown layer type {t!r}")
 
 
 def mlp(depth: int, act: str, bias: bool, param: str, width: int = 64) -> list[dict]:
@@ -167,7 +125,7 @@ def ensure_venv() -> Path:
 
 def lazylab_kernels(spec: list[dict], x: np.ndarray, dtype: str, repeats: int
                     ) -> tuple[np.ndarray, np.ndarray, float]:
-    kernel = DeepKernel(Serial(*[to_layer(s) for s in spec]))
+    kernel = DeepKernel(from_spec(spec))
     X = torch.from_numpy(x.astype(dtype))
     best = float("inf")
     for _ in range(repeats):

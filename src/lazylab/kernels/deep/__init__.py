@@ -12,7 +12,8 @@ memory budget, on any device and dtype.
   :class:`ABRelu`), :class:`Erf`, :class:`Gelu`, :class:`Sin`; any other by quadrature,
   :class:`Elementwise`;
 * :func:`kernel_from_module` / :func:`layers_from_module`: the kernel of a PyTorch model;
-* :func:`ntk_parametrize`: the finite network of a description.
+* :func:`ntk_parametrize`: the finite network of a description;
+* :func:`from_spec`: a description from JSON-able specs (neural-tangents' layer names).
 
 Example
 -------
@@ -55,10 +56,12 @@ from lazylab.kernels.deep.lift import (
     kernel_from_module,
     layers_from_module,
 )
+from lazylab.kernels.deep.spec import from_spec, layer_from_spec
 
 __all__ = [
     "ABRelu", "Abs", "Activation", "AvgPool", "Conv", "DeepKernel", "Dense", "Elementwise",
     "Erf", "Flatten", "Gelu", "GlobalAvgPool", "Layer", "LayerNorm", "LeakyRelu", "Relu",
-    "Residual", "SUPPORTED", "Serial", "Sin", "UnsupportedLayer", "kernel_from_module",
-    "layers_from_module", "ntk_parametrize", "parse_bytes",
+    "Residual", "SUPPORTED", "Serial", "Sin", "UnsupportedLayer", "from_spec",
+    "kernel_from_module", "layer_from_spec", "layers_from_module", "ntk_parametrize",
+    "parse_bytes",
 ]
