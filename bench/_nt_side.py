@@ -44,7 +44,10 @@ def _layer(stax, spec: dict):  # type: ignore[no-untyped-def]
     if t == "Flatten":
         return stax.Flatten()
     if t == "LayerNorm":
-        return stax.LayerNorm(axis=-1, eps=kw.get("eps", 1e-12))
+        # "all": channels and the nd spatial axes of channels-last data
+        axis = -1 if kw.get("axis", "channels") == "channels" else tuple(
+            range(1, kw["nd"] + 2))
+        return stax.LayerNorm(axis=axis, eps=kw.get("eps", 1e-12))
     if t == "Residual":
         branches = [stax.serial(*[_layer(stax, s) for s in b]) if b else stax.Identity()
                     for b in kw["branches"]]

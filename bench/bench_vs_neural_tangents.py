@@ -82,6 +82,36 @@ def layernorm_mlp(depth: int = 3) -> list[dict]:
     return spec + [{"type": "Dense", "W_std": 1.0}]
 
 
+def extras() -> dict[str, tuple[list[dict], tuple[int, ...], int]]:
+    """Standard-parametrized convolutions, the rest of the relu family and sine, LayerNorm
+    over channels and positions, and average pooling with SAME padding."""
+    def conv(width: int, param: str = "ntk", padding: str = "SAME", nd: int = 2) -> dict:
+        return {"type": "Conv", "filter_shape": [3] * nd, "padding": padding, "W_std": 1.3,
+                "b_std": 0.2, "parameterization": param, "width": width}
+
+    relu = ACTS["relu"]
+    return {
+        "cnn2d-standard": ([conv(3, "standard"), relu, conv(4, "standard"), relu,
+                            {"type": "Flatten"}, {"type": "Dense", "W_std": 1.1, "b_std": 0.1,
+                                                  "parameterization": "standard",
+                                                  "width": 1}], (2, 5, 5), 6),
+        "mlp-leaky-abs-sin": ([{"type": "Dense", "W_std": 1.3}, {"type": "ABRelu", "a": 0.2,
+                                                                  "b": 1.0},
+                               {"type": "Dense", "W_std": 1.2, "b_std": 0.1},
+                               {"type": "ABRelu", "a": -1.0, "b": 1.0},
+                               {"type": "Dense", "W_std": 0.9},
+                               {"type": "Sin", "a": 1.1, "b": 0.8, "c0": 0.3},
+                               {"type": "Dense"}], (5,), 8),
+        "cnn2d-layernorm": ([conv(1), {"type": "LayerNorm", "axis": "all", "nd": 2}, relu,
+                             conv(1), {"type": "LayerNorm"}, ACTS["gelu"],
+                             {"type": "GlobalAvgPool"}, {"type": "Dense"}], (2, 5, 5), 6),
+        "cnn1d-avgpool-same": ([conv(1, nd=1), relu, {"type": "AvgPool", "window": [3],
+                                                     "strides": [1], "padding": "SAME"},
+                                conv(1, nd=1, padding="VALID"), ACTS["erf"],
+                                {"type": "Flatten"}, {"type": "Dense"}], (2, 8), 6),
+    }
+
+
 def architectures(quick: bool) -> dict[str, tuple[list[dict], tuple[int, ...], int]]:
     """name -> (spec, input shape channels-first, n)."""
     out: dict[str, tuple[list[dict], tuple[int, ...], int]] = {}
@@ -99,6 +129,7 @@ def architectures(quick: bool) -> dict[str, tuple[list[dict], tuple[int, ...], i
                                                             size, 6)
             out[f"cnn{nd}d-{head}-stride2"] = (cnn(nd, head, "SAME", 2), size, 6)
     out["resnet2d"] = (resnet(2), (2, 6, 6), 5)
+    out.update(extras())
     out["layernorm-mlp"] = (layernorm_mlp(), (7,), 12)
     return out
 

@@ -5,7 +5,8 @@ bench/bench_vs_neural_tangents.py and of the reference values in the tests: ``"D
 ``"Conv"`` (``filter_shape``, ``strides``, ``padding`` as in stax: ``"SAME"``, ``"VALID"``,
 ``"CIRCULAR"``), ``"ABRelu"`` (``a``, ``b``), ``"Erf"``/``"Sin"`` (``a``, ``b``, ``c0``),
 ``"Gelu"``, ``"AvgPool"`` (``window``, ``strides``, ``padding``), ``"GlobalAvgPool"``,
-``"Flatten"``, ``"LayerNorm"`` (``eps``) and ``"Residual"`` (``branches``: lists of specs);
+``"Flatten"``, ``"LayerNorm"`` (``eps``, ``axis``: ``"channels"`` or ``"all"``, with ``nd``
+the spatial dimensions for neural-tangents) and ``"Residual"`` (``branches``: lists of specs);
 affine layers take ``W_std``, ``b_std``, ``parameterization``, ``width``.
 
 Example
@@ -56,7 +57,7 @@ def layer_from_spec(spec: dict[str, Any]) -> Layer:
               "Erf": lambda: Erf(kw.get("a", 1.0), kw.get("b", 1.0), kw.get("c0", 0.0)),
               "Sin": lambda: Sin(kw.get("a", 1.0), kw.get("b", 1.0), kw.get("c0", 0.0)),
               "GlobalAvgPool": GlobalAvgPool, "Flatten": Flatten,
-              "LayerNorm": lambda: LayerNorm(kw.get("eps", 1e-12))}
+              "LayerNorm": lambda: LayerNorm(kw.get("eps", 1e-12), kw.get("axis", "channels"))}
     if t in simple:
         return simple[t]()
     if t == "AvgPool":
