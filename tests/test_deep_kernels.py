@@ -252,7 +252,7 @@ def test_budget_too_small_for_one_tile_names_the_costliest_layer() -> None:
     with pytest.raises(MemoryError, match=r"memory_budget=1024 bytes cannot hold one 1x1 "
                                           r"tile: layer ABRelu\(a=0.0, b=1.0\) \(output "
                                           r"\(1, 8, 8\), full spatial covariance\) needs "
-                                          r"about 983040 bytes"):
+                                          r"about 1966080 bytes"):
         K(X)
 
 
