@@ -163,8 +163,7 @@ def _unfinished(sec: dict[str, Any], esc: Callable[[Any], str], code: str) -> st
 def _verdict(sec: dict[str, Any]) -> str:
     if sec["claims"] is None:
         return f"incomplete ({sec['config'].get('status', 'unknown')})"
-    paper = [c for c in sec["claims"] if _status(c) != "not_applicable"
-             and (c.get("details") or {}).get("kind") != "consistency"]
+    paper = [c for c in sec["claims"] if _status(c) != "not_applicable" and not _is_check(c)]
     held = sum(_status(c) == "held" for c in paper)
     return f"{held}/{len(paper)} held"
 
@@ -174,9 +173,36 @@ def _status(cl: dict[str, Any]) -> str:
     return str(cl.get("status") or ("held" if cl.get("held") else "failed"))
 
 
+def _is_check(cl: dict[str, Any]) -> bool:
+    """Whether a claims.json record is a consistency check (``details.kind``)."""
+    return (cl.get("details") or {}).get("kind") == "consistency"
+
+
 def _mark(cl: dict[str, Any]) -> str:
     m = {"held": "✓", "failed": "✗"}.get(_status(cl), "n/a")
-    return m + (" (check)" if (cl.get("details") or {}).get("kind") == "consistency" else "")
+    return m + (" (check)" if _is_check(cl) else "")
+
+
+#: Where the consistency checks are explained (docs/claims.md, its section heading's anchor).
+CHECKS_DOC = "docs/claims.md#consistency-checks-and-why"
+#: The line under a claims table that has a consistency check, saying what "(check)" means.
+CHECK_NOTE = ("(check): a consistency check, implied by the held claims it names at these "
+              "parameters (or true by construction), so it cannot fail on its own and is not "
+              "counted in the claims tally; see")
+
+
+def _check_note_md(claims: list[dict[str, Any]]) -> list[str]:
+    """The "(check)" legend under a Markdown claims table, when a row needs it."""
+    if not any(_is_check(cl) for cl in claims):
+        return []
+    return ["", f"{_md(CHECK_NOTE)} `{CHECKS_DOC}`."]
+
+
+def _check_note_html(claims: list[dict[str, Any]]) -> list[str]:
+    """The "(check)" legend under an HTML claims table, when a row needs it."""
+    if not any(_is_check(cl) for cl in claims):
+        return []
+    return [f"<p class='check-note'>{_h(CHECK_NOTE)} <code>{_h(CHECKS_DOC)}</code>.</p>"]
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
@@ -290,6 +316,7 @@ def _render_md(out_dir: Path, secs: list[dict[str, Any]], stamp: str,
                     format_value(cl.get("measured")), format_value(cl.get("expected")),
                     format_value(cl.get("tolerance")), claim_test(cl),
                     cl.get("error_model") or "-")) + " |")
+            lines += _check_note_md(s["claims"])
             lines += ["", "Reproduce:", ""]
         lines += _md_code(s["command"])
         lines += ["", f"Scale {_md(c.get('scale'))}, {_md(c.get('seeds'))} seed(s), device "
@@ -369,7 +396,9 @@ def _render_html(out_dir: Path, secs: list[dict[str, Any]], stamp: str,
                                format_value(cl.get("expected")),
                                format_value(cl.get("tolerance")), claim_test(cl),
                                cl.get("error_model") or "-")) + "</tr>")
-            out.append("</table><p>Reproduce:</p>")
+            out.append("</table>")
+            out += _check_note_html(s["claims"])
+            out.append("<p>Reproduce:</p>")
         out.append(f"<pre><code class='command'>{_h(s['command'])}</code></pre>")
         out.append(f"<p>Scale <code>{_h(c.get('scale'))}</code>, {_h(c.get('seeds'))} seed(s), "
                    f"device <code>{_h(c.get('device'))}</code>, lazylab revision "

@@ -72,18 +72,21 @@ class SamplesExperiment(Experiment):
     ylim: ClassVar[tuple[float, float]] = (0.0, 1.0)
     target_name: ClassVar[str] = ""
     claim_statements = {
-        "NN-converges": "NN's one-pass SGD risk ends within tolerance of its large-n limit",
-        "NT(I)-converges": "NT(I)'s one-pass SGD risk ends within tolerance of its large-n "
-                           "limit (for its own W)",
+        "NN-converges": "NN's one-pass SGD risk ends within tolerance of its finite-d limit "
+                        "(the exact n -> infinity risk at this d; legend: lim NN: finite d)",
+        "NT(I)-converges": "NT(I)'s one-pass SGD risk ends within tolerance of its finite-d "
+                           "limit for its own W (the exact n -> infinity risk of each run's W, "
+                           "mean over seeds; legend: lim NT(I): finite d, own W)",
         "NN-monotone": "NN's risk decreases with n at every evaluation point (no rise beyond "
                        "3 SE + 0.005)",
         "NT(I)-monotone": "NT(I)'s risk decreases with n at every evaluation point (no rise "
                           "beyond 3 SE + 0.005)",
-        "NN-learns-before-cut": "NN covers at least half of the drop from R0 to its limit "
-                                "before the first step-size cut (the shape comes from learning)",
-        "NT(I)-learns-before-cut": "NT(I) covers at least half of the drop from R0 to its limit "
-                                   "before the first step-size cut (the shape comes from "
-                                   "learning)",
+        "NN-learns-before-cut": "NN covers at least half of the drop from R0 to its finite-d "
+                                "limit before the first step-size cut (the shape comes from "
+                                "learning)",
+        "NT(I)-learns-before-cut": "NT(I) covers at least half of the drop from R0 to its "
+                                   "finite-d limit for its own W before the first step-size "
+                                   "cut (the shape comes from learning)",
         "NN-below-NT": "at the end NN's risk is below NT(I)'s by more than 3 SE (N < d)",
     }
     robustness_axes = {"d": [20, 30, 40], "target_seed": [100, 101, 102]}
@@ -284,33 +287,65 @@ class SamplesExperiment(Experiment):
 
     # ------------------------------------------------------------------ figure
     def plot(self, p: SamplesParams, results: Results):
+        """Each method's SGD curve (mean over seeds, SEM band), its asymptotic large-n limit
+        (dashed, the paper's formula) and the finite-d limit its claims compare against
+        (dotted, :meth:`_limit`; one dashed line when the two agree to 1e-3), and the
+        schedule's step-size cuts (grey verticals: the drop after the first is the SGD noise
+        floor falling with the step size, not new learning)."""
         fig, ax = style.new_figure()
-        shown_fd = False
+        x_end = p.sgd_steps * p.batch_size / p.d
         for m in METHODS:
             x, mean, sem, _ = results.series(m, "risk")
             if len(x):
-                style.theory_line(ax, x, mean, m, linewidth=1.4)  # the SGD curve itself
+                style.theory_line(ax, x, mean, m, linewidth=1.4,  # the SGD curve itself
+                                  label=f"{m}, one-pass SGD")
                 if np.any(sem > 0):
                     ax.fill_between(x, mean - sem, mean + sem, color=style.method_color(m),
                                     alpha=0.25, linewidth=0)
-            lim = f"lim {m}"
-            xl, yl, _, _ = results.series(lim, "risk", kind="theory")
-            if len(yl):
-                style.limit_line(ax, float(yl[0]), lim)
-            _, yf, _, _ = results.series(lim, "risk_finite_d", kind="theory")
-            if len(yf) and len(yl) and abs(float(yf[0]) - float(yl[0])) > 1e-3:
-                ax.axhline(float(yf[0]), linestyle=":", linewidth=1.0,
-                           color=style.method_color(m))
-                shown_fd = True
-        if shown_fd:
-            ax.plot([], [], linestyle=":", linewidth=1.0, color="0.5", label="finite-d limit")
+            self._plot_limits(ax, results, m, x_end)
+        for i, xc in enumerate(self.cuts(p)):
+            ax.axvline(xc, linestyle=(0, (1, 3)), color="0.55", linewidth=1.0,
+                       label="step-size cuts: lr/10, then lr/15" if i == 0 else None)
         N = self.width(p)
         risks = [float(r["value"]) for r in results.select(kind="simulation", metric="risk")]
         top = max([1.0, *[v for v in risks if math.isfinite(v)]])
+        title = f"{self.target_name}, d = {p.d}, N = {N} (one-pass SGD, batch {p.batch_size})"
+        if self.cuts(p):  # the visible step of the curves: say where it comes from
+            title += (f"\nthe drop at n/d = {self.cuts(p)[0]:,.0f} is the step-size cut lr -> "
+                      "lr/10 (less SGD noise)")
         style.finish(ax, xlabel="n/d", ylim=(0.0, 1.05 * top),  # the full range of the risk
-                     title=f"{self.target_name}, d = {p.d}, N = {N} (one-pass SGD, batch "
-                           f"{p.batch_size})")
+                     title=title)
         return fig
+
+    def cuts(self, p: SamplesParams) -> list[float]:
+        """n/d of the schedule's step-size cuts, lr -> lr/10 -> lr/15
+        (:meth:`SGDConfig.schedule <lazylab.experiments.ghorbani.common.SGDConfig.schedule>`:
+        each tail is round(tail_fraction x sgd_steps) steps; none when that is 0)."""
+        tail = round(p.tail_fraction * p.sgd_steps)
+        if tail == 0:
+            return []
+        return [(p.sgd_steps - 2 * tail) * p.batch_size / p.d,
+                (p.sgd_steps - tail) * p.batch_size / p.d]
+
+    def _plot_limits(self, ax, results: Results, m: str, x_end: float) -> None:
+        """Method ``m``'s asymptotic limit (dashed) and the finite-d one its claims use
+        (dotted), labelled as the claims' statements name them."""
+        lim = r"$\lim_{n\to\infty}$ " + m
+        _, ya, _, _ = results.series(f"lim {m}", "risk", kind="theory")
+        asym = float(ya[0]) if len(ya) else math.nan
+        ref = self._limit(results, m, x_end)
+        own = ", own W" if m == "NT(I)" else ""
+        color = style.method_color(m)
+        if math.isfinite(asym) and math.isfinite(ref) and abs(asym - ref) <= 1e-3:
+            ax.axhline(asym, linestyle="--", color=color, linewidth=1.4,
+                       label=f"{lim}: asymptotic = finite d{own}")
+            return
+        if math.isfinite(asym):
+            ax.axhline(asym, linestyle="--", color=color, linewidth=1.4,
+                       label=f"{lim}: asymptotic ($d\\to\\infty$)")
+        if math.isfinite(ref):
+            ax.axhline(ref, linestyle=":", color=color, linewidth=1.6,
+                       label=f"{lim}: finite d{own}")
 
 
 def _pooled_rise_se(results: Results, method: str, xs: list[float]) -> float:

@@ -610,9 +610,10 @@ def width_plot(results: Results, methods: Sequence[str], d: int, *, title: str,
             shown_fd = True
         style.series_points(ax, results, m, "risk")
     if shown_fd:  # one grey legend entry for all the thin dashed references
-        ax.plot([], [], linestyle="--", linewidth=0.9, color="0.5", label="finite-d theory")
+        ax.plot([], [], linestyle="--", linewidth=0.9, color="0.5",
+                label=f"dashed: {style.FINITE_D}")
     if bayes is not None:
         style.bayes_line(ax, bayes)
     style.width_axis(ax, d)
-    style.finish(ax, ylim=ylim, title=title)
+    style.finish(ax, ylim=ylim, title=title, theory=style.ASYMPTOTIC)
     return fig
