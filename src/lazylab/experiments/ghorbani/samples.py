@@ -16,6 +16,14 @@ and at the last x ``lr`` (the step size kept among ``lr_factors``) and, for NT,
 SGD converges to).  Theory rows: ``lim NN`` and ``lim NT(I)``
 (the dashed large-n limits of the paper's legend) with metric ``risk`` (the paper's formulas)
 and ``risk_finite_d`` (exact finite-d values), constant in x.
+
+The figure draws, per method, the asymptotic limit (dashed) and the finite-d limit the claims
+compare against (dotted: ``risk_finite_d`` for NN, the mean of the runs' own-W limits for
+NT(I)), named in the legend as the claims' statements name them.  The step down in both
+curves at n/d = (1 - 2 tail_fraction) x sgd_steps x batch / d (26,250 for the quadratic target
+and 23,333 for the mixture at quick scale) is the schedule's first cut, lr -> lr/10: the
+excess risk of constant-step SGD over its limit (its noise floor, about proportional to the
+step) falls with it.  The figure marks both cuts and says so in its title.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
+from matplotlib.axes import Axes
 from pydantic import Field
 
 from lazylab.experiments import style
@@ -327,7 +336,7 @@ class SamplesExperiment(Experiment):
         return [(p.sgd_steps - 2 * tail) * p.batch_size / p.d,
                 (p.sgd_steps - tail) * p.batch_size / p.d]
 
-    def _plot_limits(self, ax, results: Results, m: str, x_end: float) -> None:
+    def _plot_limits(self, ax: Axes, results: Results, m: str, x_end: float) -> None:
         """Method ``m``'s asymptotic limit (dashed) and the finite-d one its claims use
         (dotted), labelled as the claims' statements name them."""
         lim = r"$\lim_{n\to\infty}$ " + m
