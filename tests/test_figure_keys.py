@@ -230,7 +230,7 @@ def test_report_explains_check_where_a_consistency_check_is_shown(tmp_path):
     md_path, html_path = write_report(tmp_path)
     md, page = md_path.read_text(), html_path.read_text()
     assert md.count("✓ \\(check\\)") == 1
-    note = "a consistency check, implied by the held claims it names"
+    note = "a consistency check, not a test of the paper"
     assert md.count(note) == 1 and page.count(note) == 1
     assert md.count(f"`{CHECKS_DOC}`") == 1 and page.count(f"<code>{CHECKS_DOC}</code>") == 1
     qf = md.index("## ghorbani-qf-samples")

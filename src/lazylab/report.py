@@ -186,9 +186,11 @@ def _mark(cl: dict[str, Any]) -> str:
 #: Where the consistency checks are explained (docs/claims.md, its section heading's anchor).
 CHECKS_DOC = "docs/claims.md#consistency-checks-and-why"
 #: The line under a claims table that has a consistency check, saying what "(check)" means.
-CHECK_NOTE = ("(check): a consistency check, implied by the held claims it names at these "
-              "parameters (or true by construction), so it cannot fail on its own and is not "
-              "counted in the claims tally; see")
+CHECK_NOTE = ("(check): a consistency check, not a test of the paper: implied by other claims "
+              "at these parameters (claims.json's details.implied_by names them), true by "
+              "construction or by an identity, a bound with large slack, or too loose to tell "
+              "its law from a competing one; it is computed and shown but not counted in the "
+              "claims tally; see")
 
 
 def _check_note_md(claims: list[dict[str, Any]]) -> list[str]:
