@@ -328,8 +328,8 @@ class SamplesExperiment(Experiment):
 
     def cuts(self, p: SamplesParams) -> list[float]:
         """n/d of the schedule's step-size cuts, lr -> lr/10 -> lr/15
-        (:meth:`SGDConfig.schedule <lazylab.experiments.ghorbani.common.SGDConfig.schedule>`:
-        each tail is round(tail_fraction x sgd_steps) steps; none when that is 0)."""
+        (:meth:`lazylab.experiments.ghorbani.common.SGDConfig.schedule`: each tail is
+        round(tail_fraction x sgd_steps) steps; none when that is 0)."""
         tail = round(p.tail_fraction * p.sgd_steps)
         if tail == 0:
             return []
