@@ -59,6 +59,9 @@ def test_robustness_table_shows_where_each_claim_holds(toy, tmp_path):
     summary = json.loads((d / "robustness.json").read_text())["summary"]
     assert summary["small-d"] == "holds at 4/5 settings; fails at d=8 with 0/3 seeds"
     assert "small-d: holds at 4/5 settings; fails at d=8 with 0/3 seeds" in res.stdout
+    # the closing line names the real table, not a placeholder
+    assert f"robustness in {d / 'robustness.csv'}, report: " in res.stdout
+    assert "/ID/" not in res.stdout
     # Replicate 0 of the default setting is exactly `lazylab reproduce`'s run.
     second = [r for r in rows if r["claim"] == "second-moment" and r["setting"] == "default"]
     ref = CliRunner().invoke(app, ["reproduce", "toy-mean", "--out", str(tmp_path / "ref")],

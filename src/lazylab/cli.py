@@ -368,8 +368,11 @@ def show(exp_id: Annotated[str, typer.Argument(metavar="ID", help="An experiment
 
         exp = _get(exp_id)
         out = _out()
-        out.print(f"[bold cyan]{exp.id}[/]: {escape(exp.figure)} of "
-                  f"{escape(PAPERS.get(exp.paper, exp.paper))} [dim]({exp.paper})[/]")
+        head = f"[bold cyan]{exp.id}[/]: {escape(exp.figure)}"
+        if exp.paper in PAPERS:
+            out.print(f"{head} of {escape(PAPERS[exp.paper])} [dim]({escape(exp.paper)})[/]")
+        else:  # a plugin's own paper key has no citation to expand: "Fig. A, paper my"
+            out.print(f"{head}, paper {escape(exp.paper)}")
         out.print(escape(exp.summary))
         t = Table(title="parameters (--set KEY=VALUE)")
         for col in ("key", "type", "quick", "paper", "allowed", "description"):
@@ -1017,8 +1020,9 @@ def robustness(
         for line in lines:
             console.print(escape(line), highlight=False, soft_wrap=True)
         md, page = write_report(out_dir)
-        console.print(escape(f"robustness in {out_dir}/ID/robustness.csv, report: {page} and "
-                             f"{md}"), highlight=False)
+        csvs = ", ".join(str(out_dir / e.id / "robustness.csv") for e in exps)
+        console.print(escape(f"robustness in {csvs}, report: {page} and {md}"),
+                      highlight=False, soft_wrap=True)
 
 
 def _replace_unencodable() -> None:

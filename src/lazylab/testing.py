@@ -10,8 +10,11 @@ installed as a plugin (entry-point group ``lazylab.experiments``), is checked fo
 * a smoke run (``Experiment.smoke`` overrides, in memory, one seed, computed as the runner
   computes it, batched groups included): rows well formed, claim ids and statements exactly
   ``statements(p)``, numbers numeric, three-state status, an error model for every tested claim;
-* falsification: every claim (consistency checks aside) that held at the smoke run fails under
-  at least one perturbation of the simulation rows (:func:`perturbations`);
+* falsification: every tested claim (held or failed at the smoke run, consistency checks
+  aside) fails under at least one perturbation of the simulation rows (:func:`perturbations`);
+* resolution: every toolkit slope claim held to the default competitor (slope 0) fits at
+  least 3 points at the smoke sizes and has a tolerance within ``|expected|`` (a loose
+  tolerance is reported with its numbers);
 * its figure: every axes with data has labelled axes, and the figure has a legend;
 * ``lazylab show ID`` exits 0 and lists every claim id.
 
@@ -51,8 +54,9 @@ from lazylab.seeding import canonical_key
 
 CPU = torch.device("cpu")
 
-__all__ = ["CPU", "Check", "Run", "check_experiment", "experiment_checks", "perturbations",
-           "run_in_memory", "tilted"]
+__all__ = ["CPU", "Check", "Run", "check_every_claim_can_fail", "check_experiment",
+           "check_slope_claims_resolve", "experiment_checks", "perturbations", "run_in_memory",
+           "tilted"]
 
 
 @dataclass
@@ -235,16 +239,53 @@ def _check_comparison(c: Claim) -> None:
 
 
 def check_every_claim_can_fail(run: Run) -> None:
-    held = [cid for cid, c in run.claims.items() if c.held and not c.is_consistency]
+    """Every tested claim (held or failed at the smoke run, consistency checks aside) fails
+    under at least one of :func:`perturbations`.
+
+    The claims checked are the tested ones, not only those that happened to hold: which of
+    them held at the smoke sizes depends on the seed (and so on the experiment id), what is
+    checked must not. A toolkit slope claim that is tested has ``tolerance <= resolution``
+    (:func:`~lazylab.experiments.toolkit.slope_claim`), and a power tilt by ``t`` moves its
+    slope by exactly ``t`` while leaving its residuals and SE unchanged, so one of the tilts
+    by +-6 fails it whenever ``tolerance < 6 - |measured - expected|``, whatever the seed.
+    """
+    tested = [cid for cid, c in run.claims.items()
+              if c.status in ("held", "failed") and not c.is_consistency]
     flipped: dict[str, str] = {}
     for name, res in perturbations(run.results):
         for cid, c in run.reclaim(res).items():
-            if cid in held and cid not in flipped and c.status == "failed":
+            if cid in tested and cid not in flipped and c.status == "failed":
                 flipped[cid] = name
-        if len(flipped) == len(held):
+        if len(flipped) == len(tested):
             break
-    assert set(flipped) == set(held), \
-        f"claims no perturbation makes fail: {sorted(set(held) - set(flipped))}"
+    assert set(flipped) == set(tested), \
+        f"claims no perturbation makes fail: {sorted(set(tested) - set(flipped))}"
+
+
+def check_slope_claims_resolve(run: Run) -> None:
+    """Every slope claim that :func:`~lazylab.experiments.toolkit.slope_claim` holds to its
+    default competitor, the flat law (no ``resolution`` stated; parts folded by ``all_of``
+    included), fits at least 3 points at the smoke sizes, so that its slope has a residual
+    to estimate an SE from, and has ``tolerance <= |expected|``: a wider band contains slope 0,
+    so the claim is inconclusive, a test that y not depending on x at all would pass.
+
+    A claim that states its ``resolution`` (or ``NO_COMPETING_LAW``) has chosen its
+    competitor, and may be inconclusive at the smoke sizes by design; the report shows it so.
+    """
+    from lazylab.experiments.toolkit import recorded_slopes
+
+    with recorded_slopes() as log:
+        run.reclaim(run.results)
+    log = [r for r in log if not r.stated]
+    few = [f"{r.cid} ({r.points} points)" for r in log if r.points < 3]
+    assert not few, (f"slope claims fitted to fewer than 3 points at the smoke sizes, with no "
+                     f"residual to estimate their SE from: {', '.join(few)}; give `smoke` at "
+                     "least 3 x values")
+    loose = [f"{r.cid}: {r.reason or f'tolerance {r.tolerance:.3g} > {r.resolution:g}'}"
+             for r in log if r.tolerance > r.resolution]
+    assert not loose, ("loose tolerance, the claim cannot tell its law from slope 0 (fit more "
+                       "points or seeds in `smoke`, or state a smaller bias): "
+                       + "; ".join(loose))
 
 
 def check_figure(run: Run) -> None:
@@ -305,6 +346,7 @@ def experiment_checks(exp: Experiment) -> list[Check]:
         Check(f"{exp.id}:units", lambda: check_units(exp)),
         Check(f"{exp.id}:smoke-rows-and-claims", lambda: check_smoke_rows_and_claims(smoke())),
         Check(f"{exp.id}:every-claim-can-fail", lambda: check_every_claim_can_fail(smoke())),
+        Check(f"{exp.id}:slope-claims-resolve", lambda: check_slope_claims_resolve(smoke())),
         Check(f"{exp.id}:figure", lambda: check_figure(smoke())),
         Check(f"{exp.id}:show", lambda: check_show(exp)),
     ]

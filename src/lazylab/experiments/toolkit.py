@@ -8,7 +8,9 @@ What lives here (import from ``lazylab.experiments.toolkit``):
   state, keep the best score; returns a :class:`GridSearchResult`.
 * :func:`smallest_n`: the smallest sample size reaching a target error (sample-complexity
   curves), with :func:`crossing` (log-linear interpolation between grid points).
-* :func:`loglog_fit` and :func:`slope_claim`: a two-sided claim on a log-log slope.
+* :func:`loglog_fit` and :func:`slope_claim`: a two-sided claim on a log-log slope,
+  inconclusive when its tolerance is wider than the distance to the nearest competing law
+  (by default the flat law, slope 0: :func:`default_resolution`).
 * :func:`match_claim`: a two-sided Monte Carlo match, pointwise within
   ``K_SE * SE + bias``.
 * :func:`series_slope_claim` and :func:`series_match_claim`: the same two claims read from a
@@ -21,7 +23,9 @@ computed from the stated bias and the standard errors only (never from the devia
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -34,16 +38,20 @@ from lazylab.train import TrainingDiverged
 
 __all__ = [
     "K_SE",
+    "NO_COMPETING_LAW",
     "all_of",
     "GridSearchResult",
     "SlopeFit",
+    "SlopeRecord",
     "SmallestN",
     "crossing",
+    "default_resolution",
     "grid_search",
     "k_eff",
     "level_claim",
     "loglog_fit",
     "match_claim",
+    "recorded_slopes",
     "series_match_claim",
     "series_slope_claim",
     "slope_claim",
@@ -56,6 +64,14 @@ __all__ = [
 #: Standard errors allowed in every statistical comparison (about 0.3% two-sided false alarms
 #: per Gaussian comparison).
 K_SE = 3.0
+
+#: ``slope_claim(..., resolution=NO_COMPETING_LAW)``: the caller names no competing law, so
+#: no tolerance makes the claim inconclusive (the default flat-law rule of
+#: :func:`slope_claim` off). The built-in claims whose bands were chosen before that default
+#: pass it; at quick scale four of their parts have a tolerance wider than ``|expected|``
+#: (bailee-expressivity p=4, bailee-generalization M-subspace-slope, bailee-higher-order
+#: f^(1) and f - f^(k)).
+NO_COMPETING_LAW = math.inf
 
 T = TypeVar("T")
 
@@ -372,6 +388,60 @@ def unresolved(cid: str, statement: str, measured: float, tolerance: float,
         f"({how}) is wider than the distance {resolution:g} between {laws}; more points needed")
 
 
+class SlopeRecord(NamedTuple):
+    """One :func:`slope_claim` as built: its id, fitted points, prediction, tolerance, the
+    resolution it was held to, whether the caller stated it (else :func:`default_resolution`),
+    its status and, when inconclusive, the reason."""
+
+    cid: str
+    points: int
+    expected: float
+    tolerance: float
+    resolution: float
+    stated: bool
+    status: str
+    reason: str
+
+
+_SLOPES: ContextVar[list[SlopeRecord] | None] = ContextVar("lazylab_slopes", default=None)
+
+
+@contextmanager
+def recorded_slopes() -> Iterator[list[SlopeRecord]]:
+    """Collect a :class:`SlopeRecord` of every :func:`slope_claim` (and
+    :func:`series_slope_claim`) built inside the block, parts later folded by :func:`all_of`
+    included: how :mod:`lazylab.testing` inspects the fits behind an experiment's claims."""
+    log: list[SlopeRecord] = []
+    token = _SLOPES.set(log)
+    try:
+        yield log
+    finally:
+        _SLOPES.reset(token)
+
+
+def _recorded(c: Claim, fit: SlopeFit, expected: float, tol: float,
+              resolution: float | None) -> Claim:
+    log = _SLOPES.get()
+    if log is not None:
+        res = default_resolution(expected) if resolution is None else float(resolution)
+        log.append(SlopeRecord(c.id, fit.points, float(expected), tol, res,
+                               resolution is not None, c.status,
+                               str(c.details.get("reason", ""))))
+    return c
+
+
+def default_resolution(expected: float) -> float:
+    """The distance from a predicted slope ``expected`` to the flat law (slope 0: y does not
+    depend on x), ``|expected|``, the competing law :func:`slope_claim` uses when none is
+    given; ``inf`` (no competitor, the rule off) for ``expected == 0`` or a non-finite one.
+
+    >>> default_resolution(-0.5), default_resolution(0.0)
+    (0.5, inf)
+    """
+    e = abs(float(expected))
+    return e if 0 < e < math.inf else math.inf
+
+
 def slope_claim(cid: str, statement: str, x: Sequence[float], y: Sequence[float],
                 expected: float, *, bias: float, error_model: str,
                 sem: Sequence[float] | None = None, k_se: float = K_SE,
@@ -387,13 +457,21 @@ def slope_claim(cid: str, statement: str, x: Sequence[float], y: Sequence[float]
     few hundredths); it must be chosen from the math, before seeing the data. A NaN slope (a
     non-positive value, fewer than two points) fails.
 
-    ``resolution`` (optional) is the distance from ``expected`` to the nearest competing law
-    (e.g. 1 between n* ~ d and n* ~ d^2). A tolerance wider than it could not tell the two
-    apart, so such a fit (a few points with a t-widened residual SE) holds nothing: the claim
-    is ``not_applicable`` (inconclusive), its slope and tolerance in the reason. A tolerance
+    ``resolution`` is the distance from ``expected`` to the nearest competing law (e.g. 1
+    between n* ~ d and n* ~ d^2). A tolerance wider than it could not tell the two apart, so
+    such a fit (a few points with a t-widened residual SE) holds nothing: the claim is
+    ``not_applicable`` (inconclusive), its slope and tolerance in the reason. A tolerance
     between half the resolution and the resolution excludes the competing law itself but
     accepts slopes nearer it than ``expected``: the verdict is kept as a consistency check
     (``details["kind"]``), not counted as a claim.
+
+    Without ``resolution`` (None, the default) the competing law is the flat one, slope 0 (y
+    does not depend on x), the null of every scaling claim, at distance ``|expected|``
+    (:func:`default_resolution`): a band ``expected +- tol`` with ``tol > |expected|`` contains
+    slope 0, so the data would pass the claim had y not varied with x at all, and the claim
+    is inconclusive. Only this rule applies by default (no consistency demotion), so a claim
+    whose band excludes slope 0 keeps its verdict. ``expected == 0`` has no default competitor
+    (pass ``resolution`` to state one); ``resolution=NO_COMPETING_LAW`` turns the rule off.
 
     Returns
     -------
@@ -410,17 +488,22 @@ def slope_claim(cid: str, statement: str, x: Sequence[float], y: Sequence[float]
     >>> slope_claim("s", "y ~ x", [1, 2, 4], [1, 2.6, 3.5], 1.0, bias=0.1,
     ...             error_model="seeds", resolution=1.0).status
     'not_applicable'
+    >>> slope_claim("s", "y ~ x^-1/2", [1, 2, 4, 8], [1, 0.5, 0.9, 0.35], -0.5, bias=0.05,
+    ...             error_model="seeds").details["reason"][:51]
+    'inconclusive: slope -0.37 with tolerance 5.67 (bias'
     """
     fit = loglog_fit(x, y, sem)
     se = fit.se if math.isfinite(fit.se) else 0.0
     k = k_eff(k_se, fit.points - 2) if fit.from_residuals else k_se
     tol = float(bias) + k * se
-    undecided = None if resolution is None else unresolved(
-        cid, statement, fit.slope, tol, resolution, what="slope",
-        how=f"bias {bias:g} + {k:.3g} x SE {se:.3g} from {fit.points} points",
-        laws="the predicted law and the nearest competing one")
+    res = default_resolution(expected) if resolution is None else float(resolution)
+    undecided = unresolved(
+        cid, statement, fit.slope, tol, res,
+        what="slope", how=f"bias {bias:g} + {k:.3g} x SE {se:.3g} from {fit.points} points",
+        laws="the predicted law and the nearest competing one" if resolution is not None
+        else f"slope {float(expected):g} and slope 0 (y not depending on x)")
     if undecided is not None:
-        return undecided
+        return _recorded(undecided, fit, expected, tol, resolution)
     held = math.isfinite(fit.slope) and abs(fit.slope - expected) <= tol
     info = {"se": se, "bias": float(bias), "k_se": k, "se_from_residuals": fit.from_residuals,
             "intercept": fit.intercept,
@@ -431,8 +514,9 @@ def slope_claim(cid: str, statement: str, x: Sequence[float], y: Sequence[float]
         info.update(kind="consistency", weak=f"tolerance {tol:.3g} is more than half the "
                     f"distance {resolution:g} to the competing law")
     info.update(details or {})
-    return Claim.verdict(cid, statement, held, fit.slope, float(expected), tol,
-                         error_model=error_model, details=info)
+    return _recorded(Claim.verdict(cid, statement, held, fit.slope, float(expected), tol,
+                                   error_model=error_model, details=info),
+                     fit, expected, tol, resolution)
 
 
 # ------------------------------------------------------------------------------ Monte Carlo match

@@ -46,7 +46,7 @@ from lazylab.experiments.arora import common as C
 from lazylab.experiments.arora.lemma53 import lemma53_claim, spread_rows
 from lazylab.experiments.base import Claim, Experiment, Results, row
 from lazylab.experiments.style import method_color
-from lazylab.experiments.toolkit import loglog_fit, slope_claim, sub_generator
+from lazylab.experiments.toolkit import NO_COMPETING_LAW, loglog_fit, slope_claim, sub_generator
 from lazylab.theory.arora import predicted_distance, random_label_moments, theorem61_bound
 from lazylab.theory.arora_width import WidthSpread, width_spread
 from lazylab.train import log_spaced_steps
@@ -301,7 +301,8 @@ class Learnability(Experiment):
                 details={"kind": "consistency",  # a Monte Carlo check of E y^T H^-1 y = tr H^-1
                          "measured slope": loglog_fit(ns, rnd).slope,
                          "expected slope": loglog_fit(ne, expect).slope,
-                         "expected values": [float(v) for v in expect]}),
+                         "expected values": [float(v) for v in expect]},
+                resolution=NO_COMPETING_LAW),
             lemma53_claim("lemma-5.3", self.claim_statements["lemma-5.3"], results, trained,
                           float(p.n_train)),
         ]

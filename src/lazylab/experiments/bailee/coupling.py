@@ -36,7 +36,12 @@ from lazylab.experiments.bailee.common import (
 )
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
 from lazylab.experiments.style import finish, new_figure, series_line, series_points
-from lazylab.experiments.toolkit import match_claim, series_slope_claim, sub_generator
+from lazylab.experiments.toolkit import (
+    NO_COMPETING_LAW,
+    match_claim,
+    series_slope_claim,
+    sub_generator,
+)
 from lazylab.models import SignRandomizedNet
 from lazylab.models.bailee.constructions import coherent_direction
 from lazylab.theory.bailee import COUPLING_SLOPES, coupling_predictions
@@ -179,7 +184,8 @@ class Coupling(Experiment):
             out.append(series_slope_claim(
                 cid, self.claim_statements[cid], results, NAMES[key], METRIC,
                 COUPLING_SLOPES[key], bias=bias,
-                error_model=SLOPE_ERROR_MODEL.format(rel=rel, gamma=gamma, bias=bias)))
+                error_model=SLOPE_ERROR_MODEL.format(rel=rel, gamma=gamma, bias=bias),
+                resolution=NO_COMPETING_LAW))
         names, ratios, ses = [], [], []
         for key in ids:
             x, mean, _, count = results.series(NAMES[key], METRIC)

@@ -44,6 +44,7 @@ from lazylab.experiments.bailee.common import (
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
 from lazylab.experiments.style import finish, series_line, series_points
 from lazylab.experiments.toolkit import (
+    NO_COMPETING_LAW,
     all_of,
     level_claim,
     loglog_fit,
@@ -268,10 +269,12 @@ class Expressivity(Experiment):
             pq, pr = self._predicted(p, deg, sq.x)
             _, pr_r = self._predicted(p, deg, sr.x)
             slopes_q.append(series_slope_claim(f"p={deg}", "", results, FQ, RMSE, -0.5,
-                                               bias=SLOPE_BIAS, error_model=SLOPE_MODEL, p=deg))
+                                               bias=SLOPE_BIAS, error_model=SLOPE_MODEL, p=deg,
+                                               resolution=NO_COMPETING_LAW))
             b_r = loglog_fit(sr.x, pr_r).slope if len(sr.x) >= 2 else -0.25
             slopes_r.append(series_slope_claim(f"p={deg}", "", results, RAND, RMSE, b_r,
-                                               bias=SLOPE_BIAS, error_model=SLOPE_MODEL, p=deg))
+                                               bias=SLOPE_BIAS, error_model=SLOPE_MODEL, p=deg,
+                                               resolution=NO_COMPETING_LAW))
             levels.append(level_claim(f"f_Q p={deg}", "", sq.mean, pq, bias=LEVEL_BIAS,
                                       error_model=LEVEL_MODEL, x=sq.x))
             levels.append(level_claim(f"randomized p={deg}", "", sr.mean, pr_r,

@@ -38,7 +38,12 @@ from lazylab.data.samplers import anisotropic_sphere, hypercube
 from lazylab.experiments import register
 from lazylab.experiments.bailee.common import F64, PAPER
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
-from lazylab.experiments.toolkit import series_slope_claim, slope_claim, sub_generator
+from lazylab.experiments.toolkit import (
+    NO_COMPETING_LAW,
+    series_slope_claim,
+    slope_claim,
+    sub_generator,
+)
 from lazylab.theory.bailee_landscape import mp_operator_norm, rademacher_bound
 
 __all__ = ["Generalization", "GeneralizationParams"]
@@ -203,7 +208,8 @@ class Generalization(Experiment):
                 out.append(Claim.not_applicable(cid, st[cid], f"{dist} not in dists"))
                 continue
             out.append(series_slope_claim(cid, st[cid], results, dist, "M_x_op", -0.5, bias=tw,
-                                          error_model=em_tw))
+                                          error_model=em_tw,
+                                          resolution=NO_COMPETING_LAW))
         if "subspace" in p.dists:
             x, mean, sem, _ = results.series("subspace", "M_x_op")
             xs = np.asarray(x, float)
@@ -218,7 +224,8 @@ class Generalization(Experiment):
                 error_model=("finite n at fixed k: the top eigenvalue of a k x k sample "
                              "covariance deviates from the MP edge by a relative "
                              "O(sqrt(k/n)); its change over the grid tilts the slope by at most "
-                             f"(1/2) sqrt(k / n_min) = {bias:.3f}; seed noise from seeds")))
+                             f"(1/2) sqrt(k / n_min) = {bias:.3f}; seed noise from seeds"),
+                resolution=NO_COMPETING_LAW))
         else:
             out.append(Claim.not_applicable("M-subspace-slope", st["M-subspace-slope"],
                                             "subspace not in dists"))
@@ -233,14 +240,16 @@ class Generalization(Experiment):
         if "sphere" in p.dists:
             out.append(series_slope_claim("R-sphere-slope", st["R-sphere-slope"], results,
                                           "sphere", "rademacher", -1.0, bias=bias_r,
-                                          error_model=em_r))
+                                          error_model=em_r,
+                                          resolution=NO_COMPETING_LAW))
         else:
             out.append(Claim.not_applicable("R-sphere-slope", st["R-sphere-slope"],
                                             "sphere not in dists"))
         if "subspace" in p.dists:
             out.append(series_slope_claim("R-subspace-slope", st["R-subspace-slope"], results,
                                           "subspace", "rademacher", -0.5, bias=bias_r,
-                                          error_model=em_r))
+                                          error_model=em_r,
+                                          resolution=NO_COMPETING_LAW))
         else:
             out.append(Claim.not_applicable("R-subspace-slope", st["R-subspace-slope"],
                                             "subspace not in dists"))

@@ -45,6 +45,7 @@ from lazylab.experiments.bailee.common import (
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
 from lazylab.experiments.style import finish, series_line, series_points
 from lazylab.experiments.toolkit import (
+    NO_COMPETING_LAW,
     all_of,
     loglog_fit,
     match_claim,
@@ -237,7 +238,8 @@ class HigherOrder(Experiment):
             # lower terms j < k: two-sided slopes -j/(2k).
             cid = f"k{k}-lower"
             parts = [series_slope_claim(f"f^({j})", "", results, _term(j), METRIC, -j / (2 * k),
-                                        bias=SLOPE_BIAS, error_model=SLOPE_MODEL, k=k)
+                                        bias=SLOPE_BIAS, error_model=SLOPE_MODEL, k=k,
+                                        resolution=NO_COMPETING_LAW)
                      for j in range(1, k)]
             out.append(all_of(cid, st[cid], parts) if parts else
                        Claim.not_applicable(cid, st[cid], "k = 1 has no lower terms"))
@@ -251,9 +253,11 @@ class HigherOrder(Experiment):
             else:
                 b_exp = -(k + 1) / (2 * k)
             parts = [series_slope_claim(f"f^({k + 1})", "", results, _term(k + 1), METRIC,
-                                        b_exp, bias=SLOPE_BIAS, error_model=SLOPE_MODEL, k=k),
+                                        b_exp, bias=SLOPE_BIAS, error_model=SLOPE_MODEL, k=k,
+                                        resolution=NO_COMPETING_LAW),
                      series_slope_claim("f - f^(k)", "", results, REST, METRIC, -1 / (2 * k),
-                                        bias=REST_BIAS, error_model=REST_MODEL, k=k)]
+                                        bias=REST_BIAS, error_model=REST_MODEL, k=k,
+                                        resolution=NO_COMPETING_LAW)]
             out.append(all_of(cid, st[cid], parts))
         return out
 

@@ -53,6 +53,7 @@ from lazylab.experiments.bailee.common import (
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
 from lazylab.experiments.toolkit import (
     K_SE,
+    NO_COMPETING_LAW,
     match_claim,
     series_slope_claim,
     slope_claim,
@@ -306,7 +307,8 @@ class Landscape(Experiment):
             "lemma1-slope", st["lemma1-slope"], results, LEMMA1, VIOL, -1.0, bias=0.0,
             error_model=("seed noise only: at W = W* the violation is E term II = s_m^2 sum_r "
                          "of i.i.d. neuron terms ~ m^-1 exactly in expectation (no "
-                         "finite-width bias); SE from the fit residuals / seeds")))
+                         "finite-width bias); SE from the fit residuals / seeds"),
+            resolution=NO_COMPETING_LAW))
         x, v1, _, _ = results.series(LEMMA1, VIOL)
         if len(x):
             lim = [lemma1_error_limit(_alpha_ineq(p), _data(p)[2].numpy(), float(m)) for m in x]
@@ -324,7 +326,8 @@ class Landscape(Experiment):
                          "B_w*^2 m^-1/2 correction (each further pair of f^L factors brings "
                          "s_m sum_r (w_r.x)^2 ~ B_w^2 m^-1/2), which tilts the log-log slope by "
                          f"at most (1/2) c / (1 + c), c = B_w*^2 m_min^-1/2 (= {bias2:.3f}); "
-                         "seed noise from the fit")))
+                         "seed noise from the fit"),
+            resolution=NO_COMPETING_LAW))
         out += self._teacher_claims(p, results)
         out += self._consistency(p, results)
         return out
@@ -368,7 +371,8 @@ class Landscape(Experiment):
                              "most a factor 1 + e, so the log-log slope between the smallest "
                              "and largest width is within log(1 + e_min) / log(m_max / m_min) "
                              f"(= {bias:.3f}) of 0; seed noise: SE of the two end points over "
-                             "seeds (0 with one seed)")))
+                             "seeds (0 with one seed)"),
+                resolution=NO_COMPETING_LAW))
         x, curv, cs, _ = results.series(AT0, "curvature_at_0")
         if len(x):
             _, t, xi = _data(p)[1:]

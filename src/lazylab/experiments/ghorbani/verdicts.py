@@ -21,7 +21,13 @@ from typing import Any
 import numpy as np
 
 from lazylab.experiments.base import Claim, Results
-from lazylab.experiments.toolkit import K_SE, all_of, series_match_claim, slope_claim
+from lazylab.experiments.toolkit import (
+    K_SE,
+    NO_COMPETING_LAW,
+    all_of,
+    series_match_claim,
+    slope_claim,
+)
 
 __all__ = ["ABS_FLOOR", "ASYM_SLACK", "K_SE", "gap_claim", "lstsq_allowance", "ordering_claim",
            "risk_match_claim", "sgd_allowance", "sim_stats"]
@@ -216,7 +222,8 @@ def gap_claim(cid: str, statement: str, results: Results, methods: tuple[str, ..
         x = [k[0] for k in groups]
         y = [float(np.mean(v)) for v in groups.values()]
         parts.append(slope_claim(f"{cid}[{m}]", statement, x, y, -1.0, bias=bias[m],
-                                 error_model=model, details={"method": m}))
+                                 error_model=model, details={"method": m},
+                                 resolution=NO_COMPETING_LAW))
     if not parts:
         return Claim.not_applicable(cid, statement, "no asymptotic-gap units (gap_targets = 0)")
     return all_of(cid, statement, parts, error_model=model)
