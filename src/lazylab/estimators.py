@@ -2,7 +2,9 @@
 
 :class:`RandomFeaturesRegressor` fits the second layer of a random-features model
 (Ghorbani et al. 2019, Eq. (2)) by ridge least squares; :class:`KernelRegressor` is kernel
-ridge(less) regression with the closed-form NTK / NNGP or the Gaussian kernel at any n: a
+ridge(less) regression with the closed-form NTK / NNGP, the Gaussian kernel or any kernel
+object (:class:`lazylab.kernels.protocol.Kernel`, e.g. a deep network's
+:class:`lazylab.kernels.deep.DeepKernel`) at any n: a
 direct (Cholesky) solve while the n x n kernel fits the memory budget, Nystrom-preconditioned
 conjugate gradients over kernel tiles above it (:func:`lazylab.solve.kernel_regression`, never
 forming the n x n matrix). Both are scikit-learn estimators (``BaseEstimator`` and
@@ -36,6 +38,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from lazylab.device import check_device, memory_budget
+from lazylab.kernels.protocol import Kernel, check_kernel
 from lazylab.models.random_features import RandomFeatures
 from lazylab.solve import kernel_regression, lstsq
 from lazylab.solve.direct import kernel_ridge
@@ -251,8 +254,15 @@ class KernelRegressor(_TorchRegressor):
 
     Parameters
     ----------
-    kernel : "ntk", "nngp", "gaussian" (see :func:`lazylab.solve.kernel_solver.make_kernel`).
-    activation, trained : of the NTK / NNGP (default relu, first layer: Arora et al.'s H-inf).
+    kernel : "ntk", "nngp", "gaussian" (see :func:`lazylab.solve.kernel_solver.make_kernel`),
+        or a kernel object: any object with ``__call__(X, Z=None)``, ``diag(X)``, ``device``
+        and ``dtype`` (:class:`lazylab.kernels.protocol.Kernel`), such as
+        :class:`lazylab.kernels.deep.DeepKernel`; it is stored as given (``clone`` copies
+        it) and evaluated on the 2-D (n, d) inputs, its matrix taken to float64. An object
+        lacking a member is refused at fit with a ValueError naming ``kernel`` and the
+        protocol's members.
+    activation, trained : of the NTK / NNGP names (default relu, first layer: Arora et al.'s
+        H-inf); no effect on a kernel object.
     bandwidth : of the Gaussian kernel exp(-|x - z|^2 / (2 bandwidth^2)); None (default):
         sqrt(d Var(X) / 2) of the training X, i.e. sklearn's ``gamma="scale"`` (= 1/d, sklearn
         ``KernelRidge``'s rbf default, on standardized X;
@@ -261,7 +271,8 @@ class KernelRegressor(_TorchRegressor):
         net, sigma(w.x + b beta) with beta ~ N(0, 1) (the neural-tangents ``b_std``
         convention): exactly the kernel of the inputs with one constant coordinate b
         appended, since (w, beta) ~ N(0, I_{d+1}); 0 (default): no bias. The output layer has
-        none. No effect on the Gaussian kernel (a constant coordinate leaves distances).
+        none. No effect on the Gaussian kernel (a constant coordinate leaves distances). A
+        kernel object sees the augmented inputs too.
     ridge : >= 0 (0: ridgeless interpolation; the minimum-norm solution when K is singular).
     solver : "auto", "direct" or "cg".
     tol : relative residual of the CG solve (its float32 tiles reach about 1e-5, not much
@@ -277,8 +288,9 @@ class KernelRegressor(_TorchRegressor):
     fit_ : the :class:`lazylab.solve.KernelRegression` of a CG fit (CG info, residuals).
     """
 
-    def __init__(self, kernel: str = "ntk", activation: str = "relu", trained: str = "first",
-                 bandwidth: float | None = None, bias: float = 0.0, ridge: float = 0.0,
+    def __init__(self, kernel: str | Kernel = "ntk", activation: str = "relu",
+                 trained: str = "first", bandwidth: float | None = None, bias: float = 0.0,
+                 ridge: float = 0.0,
                  solver: str = "auto", tol: float = 1e-4, rank: int = 200,
                  max_iter: int = 500, seed: int = 0, device: str = "cpu",
                  memory_budget: int | None = None):
@@ -316,16 +328,14 @@ class KernelRegressor(_TorchRegressor):
         Xn, yn = self._fit_data(X, y)
         Xt = self._augment(torch.tensor(Xn, device=dev))
         yt = torch.tensor(yn, device=dev)
-        self.bandwidth_ = None
-        if self.kernel == "gaussian":
-            self.bandwidth_ = (default_bandwidth(Xt[:, :Xn.shape[1]]) if self.bandwidth is None
-                               else self.bandwidth)
-        self._kfn = make_kernel(self.kernel, activation=self.activation, trained=self.trained,
-                                bandwidth=self.bandwidth_)
+        self._kfn = self._kernel(Xt, Xn.shape[1])
         self.solver_ = self._choose(len(Xt))
         if self.solver_ == "direct":
             check_kernel_finite(self._kfn, Xt, dtype=torch.float64)
-            K = _finite(self._kfn(Xt, None), "the kernel matrix k(X, X)")
+            # .to: a no-op for the named kernels (float64 on X's device); a kernel object
+            # may compute elsewhere or in float32
+            K = _finite(self._kfn(Xt, None).to(device=dev, dtype=torch.float64),
+                        "the kernel matrix k(X, X)")
             self.alpha_ = _finite(kernel_ridge(K, yt, ridge=float(self.ridge)),
                                   "the solution of (K + ridge I) alpha = y")
             self.fit_ = None
@@ -354,6 +364,18 @@ class KernelRegressor(_TorchRegressor):
         self._X = Xt
         return self
 
+    def _kernel(self, Xt: torch.Tensor, d: int) -> Kernel:
+        """The kernel object of ``kernel`` (a name from the registry, with its options, or
+        the object itself, checked against the protocol); sets ``bandwidth_``."""
+        self.bandwidth_ = None
+        if not isinstance(self.kernel, str):
+            return check_kernel(self.kernel, "kernel")
+        if self.kernel == "gaussian":
+            self.bandwidth_ = (default_bandwidth(Xt[:, :d]) if self.bandwidth is None
+                               else self.bandwidth)
+        return make_kernel(self.kernel, activation=self.activation,  # type: ignore[return-value]
+                           trained=self.trained, bandwidth=self.bandwidth_)
+
     def _augment(self, Xt: torch.Tensor) -> torch.Tensor:
         """X with the constant coordinate ``bias`` appended (the first-layer bias), or X."""
         if float(self.bias) == 0:
@@ -369,7 +391,7 @@ class KernelRegressor(_TorchRegressor):
             out = self.fit_.predict(Xt)
         else:
             rows = max(1, (1 << 24) // max(1, len(self._X)))
-            out = torch.cat([self._kfn(Xt[i:i + rows], self._X) @ self.alpha_
+            out = torch.cat([self._kfn(Xt[i:i + rows], self._X).to(self.alpha_) @ self.alpha_
                              for i in range(0, len(Xt), rows)]) if len(Xt) else \
                 torch.zeros((0, *self.alpha_.shape[1:]), dtype=torch.float64)
         return self._out(_finite(out, "the kernel between X and the training inputs"), X)

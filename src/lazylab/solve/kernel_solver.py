@@ -1,8 +1,11 @@
 """Kernel ridge(less) regression at large n without forming the n x n kernel matrix.
 
 Solves (K + ridge I) alpha = y, K_ij = k(x_i, x_j), and predicts f(x) = sum_i alpha_i k(x, x_i),
-for the closed-form NTK / NNGP of :mod:`lazylab.kernels`, the Gaussian kernel, or any callable
-kernel (X, Z) -> K(X, Z). Memory O(n (d + r + k)) instead of O(n^2):
+for the closed-form NTK / NNGP of :mod:`lazylab.kernels`, the Gaussian kernel (by name, from
+the registry :data:`lazylab.kernels.protocol.KERNEL_REGISTRY`), any kernel object of the
+:class:`lazylab.kernels.protocol.Kernel` protocol (e.g. a
+:class:`lazylab.kernels.deep.DeepKernel`), or any callable (X, Z) -> K(X, Z).
+Memory O(n (d + r + k)) instead of O(n^2):
 
 * **Matvec by tiles.** K v is computed tile by tile, K_IJ = k(X_I, X_J) for J >= I only, each
   tile used twice (out_I += K_IJ v_J, out_J += K_IJ^T v_I): half the kernel evaluations, and
@@ -47,13 +50,12 @@ import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import torch
 
 from lazylab.device import block_elems, check_device
-from lazylab.kernels import gaussian_kernel, nngp, ntk
+from lazylab.kernels.protocol import KERNEL_REGISTRY, kernel_object
 from lazylab.solve._linalg import as_matrix, check_ridge
 from lazylab.solve.cg import CGInfo, kernel_ridge_cg
 from lazylab.solve.progress import ProgressLog, estimate_cg_cost
@@ -63,7 +65,8 @@ __all__ = ["BlockedKernel", "NystromPreconditioner", "KernelRegression", "kernel
            "KERNELS", "WARN_SECONDS"]
 
 KernelFn = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
-KERNELS = ("ntk", "nngp", "gaussian")
+#: The kernel names (the keys of :data:`lazylab.kernels.protocol.KERNEL_REGISTRY`).
+KERNELS = tuple(KERNEL_REGISTRY)
 #: A solve estimated to take longer than this many seconds warns before it starts and prints
 #: progress (:func:`kernel_regression`'s ``warn_seconds`` default).
 WARN_SECONDS = 60.0
@@ -103,24 +106,20 @@ def seeded_generator(generator: torch.Generator | None, seed: int) -> torch.Gene
 
 def make_kernel(kernel: str | KernelFn, *, activation: str = "relu", trained: str = "first",
                 bandwidth: float | None = None) -> KernelFn:
-    """A kernel function (X, Z or None) -> K(X, Z) from a name or a callable.
+    """A kernel function (X, Z or None) -> K(X, Z) from a name, a kernel object or a callable.
 
-    ``"ntk"`` / ``"nngp"``: :func:`lazylab.kernels.ntk` (with ``activation``, ``trained``) /
-    :func:`lazylab.kernels.nngp`; ``"gaussian"``: :func:`lazylab.kernels.gaussian_kernel`
-    with ``bandwidth`` (required); a callable is returned as is.
+    A name is looked up in :data:`lazylab.kernels.protocol.KERNEL_REGISTRY`
+    (:func:`lazylab.kernels.protocol.kernel_object`): ``"ntk"`` / ``"nngp"`` are
+    :func:`lazylab.kernels.ntk` (with ``activation``, ``trained``) /
+    :func:`lazylab.kernels.nngp` as :class:`lazylab.kernels.protocol.ClosedFormKernel`
+    objects, ``"gaussian"`` is :func:`lazylab.kernels.gaussian_kernel` with ``bandwidth``
+    (required). A kernel object (:class:`lazylab.kernels.protocol.Kernel`) or any other
+    callable is returned as is.
     """
     if callable(kernel):
         return kernel
-    if kernel == "ntk":
-        return partial(ntk, activation=activation, trained=trained)
-    if kernel == "nngp":
-        return partial(nngp, activation=activation)
-    if kernel == "gaussian":
-        if bandwidth is None:
-            raise ValueError("kernel='gaussian' needs bandwidth= (a positive number)")
-        return partial(gaussian_kernel, bandwidth=bandwidth)
-    raise ValueError(f"kernel must be one of {', '.join(KERNELS)} or a callable (X, Z) -> K; "
-                     f"got {kernel!r}")
+    return kernel_object(kernel, activation=activation, trained=trained,  # type: ignore[arg-type]
+                         bandwidth=bandwidth)
 
 
 def check_kernel_finite(kernel: KernelFn, X: torch.Tensor, *, dtype: torch.dtype,
@@ -189,6 +188,12 @@ class BlockedKernel:
     def shape(self) -> tuple[int, int]:
         return (self.n, self.n)
 
+    def _eval(self, A: torch.Tensor, B: torch.Tensor | None) -> torch.Tensor:
+        """k(A, B) on ``device`` in ``block_dtype``: the named kernels already are (``.to``
+        returns the same tensor); a kernel object with its own device or dtype
+        (e.g. ``DeepKernel(dtype=torch.float64)``) is brought back for the products."""
+        return self.kernel(A, B).to(device=self.device, dtype=self.block_dtype)
+
     def _slices(self) -> list[slice]:
         return [slice(i, min(self.n, i + self.tile)) for i in range(0, self.n, self.tile)]
 
@@ -202,10 +207,10 @@ class BlockedKernel:
         for a, I in enumerate(sl):
             for J in sl[a:]:
                 if I == J:
-                    T = self.kernel(self.X[I], None)
+                    T = self._eval(self.X[I], None)
                     acc[I] += (T @ Vb[I]).double()
                 else:
-                    T = self.kernel(self.X[I], self.X[J])
+                    T = self._eval(self.X[I], self.X[J])
                     acc[I] += (T @ Vb[J]).double()
                     acc[J] += (T.T @ Vb[I]).double()
                 self.tiles_evaluated += 1
@@ -240,7 +245,7 @@ class BlockedKernel:
         out = torch.zeros(Xn.shape[0], V2.shape[1], dtype=torch.float64, device=self.device)
         for i in range(0, Xn.shape[0], self.tile):
             for J in self._slices():
-                out[i:i + self.tile] += (self.kernel(Xn[i:i + self.tile], self.X[J])
+                out[i:i + self.tile] += (self._eval(Xn[i:i + self.tile], self.X[J])
                                          @ Vb[J]).double()
         out = out.to(V2.device)
         return out.squeeze(1) if vec else out
@@ -403,7 +408,9 @@ def kernel_regression(X: torch.Tensor, y: torch.Tensor, *, kernel: str | KernelF
     Parameters
     ----------
     X : (n, d) training inputs; y : (n,) or (n, k) targets (k columns solved together).
-    kernel : ``"ntk"``, ``"nngp"``, ``"gaussian"`` or a callable (X, Z or None) -> K
+    kernel : ``"ntk"``, ``"nngp"``, ``"gaussian"``, a kernel object
+        (:class:`lazylab.kernels.protocol.Kernel`, e.g. a
+        :class:`lazylab.kernels.deep.DeepKernel`) or a callable (X, Z or None) -> K
         (see :func:`make_kernel`; ``activation``, ``trained``, ``bandwidth`` configure names;
         the Gaussian's ``bandwidth=None`` is :func:`default_bandwidth` of X, sklearn's
         ``gamma="scale"``).
@@ -434,8 +441,8 @@ def kernel_regression(X: torch.Tensor, y: torch.Tensor, *, kernel: str | KernelF
     :class:`KernelRegression`; ``.predict(Xnew)``.
     """
     ridge = check_ridge(ridge)
-    if kernel == "gaussian" and bandwidth is None and isinstance(X, torch.Tensor) \
-            and X.dim() == 2 and X.shape[0] > 0:
+    if isinstance(kernel, str) and kernel == "gaussian" and bandwidth is None \
+            and isinstance(X, torch.Tensor) and X.dim() == 2 and X.shape[0] > 0:
         bandwidth = default_bandwidth(X)
     kfn = make_kernel(kernel, activation=activation, trained=trained, bandwidth=bandwidth)
     if isinstance(rank, bool) or int(rank) != rank or rank < 0:
