@@ -118,7 +118,7 @@ def make_kernel(kernel: str | KernelFn, *, activation: str = "relu", trained: st
     """
     if callable(kernel):
         return kernel
-    return kernel_object(kernel, activation=activation, trained=trained,  # type: ignore[arg-type]
+    return kernel_object(kernel, activation=activation, trained=trained,
                          bandwidth=bandwidth)
 
 
