@@ -1,7 +1,8 @@
 """What a run pays after its units: the assembly of its outputs, priced on the H100 model.
 
 A run's wall time (``config.json``'s ``timing.wall_seconds``, what the measured rows of
-``docs/paper-scale/measured.json`` report) ends after :func:`lazylab.runner.assemble.finish_experiment`:
+``docs/paper-scale/measured.json`` report) ends after
+:func:`lazylab.runner.assemble.finish_experiment`:
 results.csv, the claims' verdicts and the figure (PNG and SVG). The projection
 (bench/_projection.py) prices ``prepare``, ``theory`` and the groups only. The assembly is host
 work (matplotlib, numpy, the CSV writer), so the model prices it like the projection's host
