@@ -68,9 +68,8 @@ K_SE = 3.0
 #: ``slope_claim(..., resolution=NO_COMPETING_LAW)``: the caller names no competing law, so
 #: no tolerance makes the claim inconclusive (the default flat-law rule of
 #: :func:`slope_claim` off). The built-in claims whose bands were chosen before that default
-#: pass it; at quick scale four of their parts have a tolerance wider than ``|expected|``
-#: (bailee-expressivity p=4, bailee-generalization M-subspace-slope, bailee-higher-order
-#: f^(1) and f - f^(k)).
+#: pass it; at quick scale five of their parts have a tolerance wider than ``|expected|``
+#: (docs/claims.md lists them).
 NO_COMPETING_LAW = math.inf
 
 T = TypeVar("T")
