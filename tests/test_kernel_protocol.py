@@ -4,6 +4,7 @@ estimator take any protocol object (a deep network's DeepKernel) besides the nam
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from lazylab.kernels.protocol import (
     kernel_object,
 )
 from lazylab.solve import kernel_regression
+from lazylab.solve.direct import kernel_ridge
 from lazylab.solve.kernel_solver import KERNELS, make_kernel
 
 
@@ -63,6 +65,25 @@ def test_registry_names_are_protocol_objects_with_the_functions_bits():
     with pytest.raises(ValueError, match="kernel must be one of ntk, nngp, gaussian or a "
                                          "kernel object; got 'rbf'"):
         kernel_object("rbf")
+
+
+def test_names_give_the_bits_of_the_plain_functions_they_replaced():
+    # before the registry, make_kernel returned these partials; a name must give the same
+    # bits through the CG solver (float32 tiles) and the estimator's direct solve
+    g = torch.Generator().manual_seed(3)
+    X = torch.randn(90, 4, generator=g, dtype=torch.float64)
+    y = torch.sin(X[:, 0])
+    kw = dict(ridge=1e-2, rank=20, tol=1e-4, tile=32, warn_seconds=1e9)
+    for name, fn in [("ntk", partial(ntk, activation="relu", trained="both")),
+                     ("nngp", partial(nngp, activation="relu")),
+                     ("gaussian", partial(gaussian_kernel, bandwidth=0.9))]:
+        a = kernel_regression(X, y, kernel=name, trained="both", bandwidth=0.9, **kw)
+        b = kernel_regression(X, y, kernel=fn, **kw)
+        assert torch.equal(a.alpha, b.alpha) and torch.equal(a.predict(X), b.predict(X))
+    est = KernelRegressor(kernel="ntk", ridge=1e-2).fit(X.numpy(), y.numpy())
+    K = ntk(torch.as_tensor(X.numpy()))
+    np.testing.assert_array_equal(est.alpha_.numpy(),
+                                  kernel_ridge(K, torch.as_tensor(y.numpy()), ridge=1e-2).numpy())
 
 
 def test_deep_kernel_is_a_protocol_object_and_the_solver_takes_it():
