@@ -46,3 +46,13 @@ def test_paper_figure(tmp_path):
 def test_robustness_study(tmp_path):
     summary = load("robustness_study").main(tmp_path)
     assert summary and all("settings" in line for line in summary.values())
+
+
+def test_entk_methods_cnn():
+    import torch
+
+    out = load("entk_methods_cnn").main(n=16, dtype=torch.float64)
+    assert out["shape"] == (16, 16, 4, 4)
+    assert set(out["times"]) == {"jacobian", "ntvp", "structured", "auto"}
+    assert out["auto_method"] in ("jacobian", "ntvp", "structured")
+    assert out["max_rel_diff"] < 1e-9  # all three methods are exact: agree to rounding
