@@ -26,7 +26,7 @@ import pytest
 
 from lazylab.errors import InputError
 from lazylab.runner import ray_backend
-from lazylab.runner.backends import check_address
+from lazylab.runner.address import check_address
 from lazylab.runner.provenance import resume_policy_advice
 from toy_experiment import ToyMean, cli
 

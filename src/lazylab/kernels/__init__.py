@@ -1,7 +1,13 @@
-"""Kernels of two-layer networks: closed-form infinite-width NNGP/NTK and the empirical NTK.
+"""Kernels: closed-form infinite-width NNGP/NTK of two-layer and deep networks, and the
+empirical NTK of any module.
 
 * :func:`ntk`, :func:`nngp`, :func:`derivative_kernel`: infinite-width kernels of
   f(x) = m^-1/2 sum_r a_r sigma(w_r . x), w_r ~ N(0, I), for any activation and any norms.
+* :class:`DeepKernel` (:mod:`lazylab.kernels.deep`): the NNGP/NTK of deep, convolutional and
+  residual networks composed from layers or lifted from an ``nn.Module``.
+* :class:`Kernel`: the protocol every kernel object follows (``K(X, Z=None)``, ``K.diag(X)``,
+  ``K.device``, ``K.dtype``); :func:`kernel_object` builds the named closed forms as such
+  objects, which ``KernelRegressor`` and ``lazylab.solve`` accept.
 * :func:`gaussian_kernel`: the RBF kernel exp(-|x - z|^2 / (2 h^2)) (a regression baseline).
 * :func:`empirical_ntk`: the finite-width tangent kernel of a :class:`TwoLayerNet` (a few
   matrix products) or of any ``torch.nn.Module`` (Jacobian contraction, NTK-vector products
@@ -11,17 +17,20 @@
   Gaussian expectations), :func:`gaussian_expectation` (2-D quadrature for any f, g).
 """
 
-from lazylab.kernels.arccos import arccos_j, relu_power_nngp, relu_power_ntk
+from lazylab.duals.arccos import arccos_j, relu_power_nngp, relu_power_ntk
+from lazylab.duals.dual import erf_dual, gaussian_moment, poly_dual, sin_dual
 from lazylab.kernels.closed_form import derivative_kernel, nngp, ntk
-from lazylab.kernels.deep import DeepKernel as DeepKernel
-from lazylab.kernels.dual import erf_dual, gaussian_moment, poly_dual, sin_dual
+from lazylab.kernels.deep import DeepKernel
 from lazylab.kernels.empirical import EntkInfo, empirical_ntk, trained_names
 from lazylab.kernels.gaussian import gaussian_kernel
 from lazylab.kernels.implicit import NTKOperator
+from lazylab.kernels.protocol import Kernel, kernel_object
 from lazylab.kernels.quadrature import gaussian_expectation
 
 __all__ = [
+    "DeepKernel",
     "EntkInfo",
+    "Kernel",
     "NTKOperator",
     "arccos_j",
     "derivative_kernel",
@@ -30,6 +39,7 @@ __all__ = [
     "gaussian_expectation",
     "gaussian_kernel",
     "gaussian_moment",
+    "kernel_object",
     "nngp",
     "ntk",
     "poly_dual",

@@ -36,8 +36,8 @@ from __future__ import annotations
 import torch
 
 from lazylab.activations import Activation, get_activation
-from lazylab.kernels._inputs import check_choice, check_pair
-from lazylab.kernels.arccos import relu_power_ntk
+from lazylab.duals._inputs import check_choice, check_pair
+from lazylab.duals.arccos import relu_power_ntk
 from lazylab.kernels.quadrature import gaussian_expectation
 
 __all__ = ["ntk", "nngp", "derivative_kernel"]

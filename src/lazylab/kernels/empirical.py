@@ -48,7 +48,7 @@ import torch
 from torch import nn
 
 from lazylab.device import block_elems
-from lazylab.kernels._inputs import check_choice
+from lazylab.duals._inputs import check_choice
 from lazylab.kernels.entk_methods import (
     METHODS,
     EntkInfo,

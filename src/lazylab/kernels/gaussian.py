@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from lazylab.kernels._inputs import check_pair
+from lazylab.duals._inputs import check_pair
 
 __all__ = ["gaussian_kernel"]
 

@@ -44,8 +44,8 @@ import numpy as np
 import torch
 
 from lazylab.device import block_elems
+from lazylab.duals._inputs import check_pair, gram_stats
 from lazylab.gauss import gauss_legendre
-from lazylab.kernels._inputs import check_pair, gram_stats
 
 __all__ = ["gaussian_expectation"]
 

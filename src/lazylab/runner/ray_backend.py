@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from lazylab.errors import InputError, LazylabError
-from lazylab.runner.backends import check_address
+from lazylab.runner.address import check_address
 from lazylab.runner.job import Clock, Done, Job, Result, call_group, failure, group_done
 from lazylab.runner.spec import WorkGroup
 
@@ -120,7 +120,7 @@ def probe(address: str | None, host: str, port: int) -> None:
 
 def preflight(address: str | None) -> None:
     """Every check of a Ray run that can fail fast, before anything is computed: the address's
-    form (:func:`~lazylab.runner.backends.check_address`), a TCP probe of the head node, or
+    form (:func:`~lazylab.runner.address.check_address`), a TCP probe of the head node, or
     for a local cluster its temporary folder."""
     target = check_address(address)
     if target is not None:
