@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from typing import Any, Literal
 
@@ -22,8 +23,8 @@ pytestmark = pytest.mark.usefixtures("toy_hooks")
 
 
 class ExitParams(ToyParams):
-    how: Literal["sys_exit", "os_exit"] = Field("sys_exit", description="how the unit ends "
-                                                "its process (os_exit: worker processes only)")
+    how: Literal["sys_exit", "os_exit", "kill"] = Field(
+        "sys_exit", description="how the unit ends its process (kill: SIGKILL, workers only)")
     where: Literal["unit", "prepare"] = Field("unit", description="which call exits")
 
 
@@ -43,6 +44,8 @@ class ExitingPlugin(ToyMean):
         if int(key["n"]) == 800:
             if p.how == "os_exit":
                 os._exit(0)
+            if p.how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
             sys.exit(0)
         return super().run_unit(p, key, seed, device, prep)
 
@@ -89,10 +92,21 @@ def test_sys_exit_in_prepare_fails_the_run(plugin, tmp_path):
 
 @pytest.mark.parametrize("how, text", [
     ("sys_exit", "the unit tried to end the process (SystemExit(0))"),
-    ("os_exit", "a worker process died while running"),
+    ("os_exit", "the unit tried to end the process (SystemExit('os._exit(0)'))"),
+    ("kill", "a worker process died while running"),
 ])
 def test_a_unit_ending_its_worker_process_fails_the_run(plugin, tmp_path, how, text):
     res = cli("reproduce", "toy-exit", "--out", str(tmp_path), "--workers", "2",
               "--seeds", "1", "--set", f"how={how}")
     failed_run(res, tmp_path, '{"n":800}', text)
     assert ExitingPlugin.calls == 0  # every unit ran in a worker process
+
+
+def test_os_exit_in_a_serial_unit_fails_the_run_instead_of_ending_it(plugin, tmp_path):
+    """os._exit would end this very process with status 0; while a unit runs it raises."""
+    res = cli("reproduce", "toy-exit", "--out", str(tmp_path), "--seeds", "1",
+              "--set", "how=os_exit")
+    failed_run(res, tmp_path, '{"n":800}', "the unit tried to end the process",
+               "os._exit(0)")
+    import os
+    assert os._exit.__module__ == "posix"  # restored after the unit

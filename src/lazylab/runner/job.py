@@ -9,11 +9,13 @@ calls units the same way.
 
 from __future__ import annotations
 
+import os
 import time
 import traceback
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from lazylab.errors import DataNotFound, LazylabError, UnitFailed
 from lazylab.runner.policy import ExecutionPolicy
@@ -54,19 +56,12 @@ def call_group(exp: Experiment, job: Job, label: str | None,
     (Ctrl-C, SIGTERM) still propagates and stops the run."""
     import torch
 
-
     job.policy.apply()
     t0 = time.perf_counter()
     dev = torch.device(job.device)
     try:
-        if label is None:
-            (key, seed), = members
-            raw = [exp.run_unit(job.params, key, seed, dev, prep=job.prep)]
-        else:
-            raw = exp.run_group(job.params, list(members), group_seed, dev, prep=job.prep)
-            if len(raw) != len(members):
-                raise ValueError(f"run_group returned {len(raw)} row lists for "
-                                 f"{len(members)} members")
+        with _exit_raises():
+            raw = _compute(exp, job, label, members, group_seed, dev)
         rows = [tidy_rows(r, kind="simulation", where=f"{exp.id}.run_unit") for r in raw]
     except FileNotFoundError as e:
         return "missing", str(e), time.perf_counter() - t0, traceback.format_exc()
@@ -79,6 +74,36 @@ def call_group(exp: Experiment, job: Job, label: str | None,
         return ("error", f"the unit tried to end the process (SystemExit({e.code!r}))",
                 time.perf_counter() - t0, traceback.format_exc())
     return "ok", rows, time.perf_counter() - t0, None
+
+
+def _compute(exp: Experiment, job: Job, label: str | None,
+             members: Sequence[tuple[dict[str, Any], int]], group_seed: int,
+             dev: Any) -> list[Any]:
+    """The raw row lists of one group (one list per member)."""
+    if label is None:
+        (key, seed), = members
+        return [exp.run_unit(job.params, key, seed, dev, prep=job.prep)]
+    raw = exp.run_group(job.params, list(members), group_seed, dev, prep=job.prep)
+    if len(raw) != len(members):
+        raise ValueError(f"run_group returned {len(raw)} row lists for {len(members)} members")
+    return list(raw)
+
+
+@contextmanager
+def _exit_raises() -> Iterator[None]:
+    """``os._exit`` raises SystemExit while experiment code runs: it would end this process
+    with the status it is given (0 from a serial run, a false success) without a word; as
+    SystemExit it is a failed unit like ``sys.exit``."""
+    real = os._exit
+
+    def refuse(code: int) -> NoReturn:
+        raise SystemExit(f"os._exit({code})")
+
+    os._exit = refuse
+    try:
+        yield
+    finally:
+        os._exit = real
 
 
 def group_done(group: WorkGroup, res: Result) -> list[Done]:
