@@ -292,3 +292,11 @@ def test_reproduce_all_with_a_refused_plugin_exits_2_naming_it(plugins, tmp_path
     assert not any(tmp_path.iterdir())  # refused before anything was written
     res = cli("show", "dotdot")
     assert res.exit_code == 2 and "refused" in res.output
+
+
+def test_a_set_value_that_repeats_a_unit_key_is_refused_before_compute(tmp_path):
+    res = cli("reproduce", "bailee-generalization", "--out", str(tmp_path), "--set",
+              "dists=sphere,sphere", "--set", "ds=8,12,16")
+    assert res.exit_code == 2, res.output
+    assert "repeats the unit key" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "bailee-generalization" / "results.csv").exists()

@@ -99,9 +99,19 @@ class WorkUnit:
 
 
 def plan_units(spec: RunSpec) -> list[WorkUnit]:
-    """The grid in canonical order: ``units(p)`` order, then seed index."""
+    """The grid in canonical order: ``units(p)`` order, then seed index; InputError (exit 2)
+    when the parameters make the grid repeat a unit key (e.g. ``--set dists=sphere,sphere``),
+    whose repeats would be stored once and counted twice."""
+    from lazylab.errors import InputError
+    from lazylab.experiments.grid_check import check_unit_keys
+
+    keys = spec.exp.units(spec.params)
+    try:
+        check_unit_keys(spec.exp.id, keys)
+    except ValueError as e:
+        raise InputError(f"{e} (a list parameter set with a repeated value?)") from None
     out = []
-    for key in spec.exp.units(spec.params):
+    for key in keys:
         kj = canonical_key(key)
         for s in range(spec.seeds):
             out.append(WorkUnit(key, kj, s, derive_seed(spec.exp.id, key, s)))
