@@ -25,7 +25,7 @@ Errors live in :mod:`lazylab.errors` (re-exported here for compatibility).
 from __future__ import annotations
 
 from lazylab.errors import DataNotFound, InputError, LazylabError, StoreFault, UnitFailed
-from lazylab.runner.backends import BACKENDS, check_backend, execute, make_backend
+from lazylab.runner.backends import backend_names, check_backend, execute, make_backend
 from lazylab.runner.lock import RunLock
 from lazylab.runner.orchestrate import (
     ProgressSink,
@@ -40,9 +40,9 @@ from lazylab.runner.policy import ExecutionPolicy, default_threads
 from lazylab.runner.spec import RunSpec, WorkGroup, WorkUnit, plan_groups, plan_units
 
 __all__ = [
-    "BACKENDS", "SEEDS_MAX", "DataNotFound", "ExecutionPolicy", "InputError",
+    "SEEDS_MAX", "DataNotFound", "ExecutionPolicy", "InputError",
     "LazylabError", "ProgressSink", "RunLock", "RunOutcome", "RunSpec", "StoreFault",
-    "UnitFailed", "WorkGroup", "WorkUnit", "check_backend", "check_resume",
+    "UnitFailed", "WorkGroup", "WorkUnit", "backend_names", "check_backend", "check_resume",
     "check_start",
     "coerce", "default_threads", "describe_changes", "describe_validation_error",
     "execute", "make_backend", "plan_groups", "plan_units", "resolve_spec", "run_experiment",

@@ -14,7 +14,7 @@ from lazylab.errors import InputError
 from lazylab.runner.job import Backend, Clock, Done, Job
 from lazylab.runner.spec import RunSpec, WorkGroup
 
-__all__ = ["BACKENDS", "check_backend", "execute", "make_backend", "make_job",
+__all__ = ["backend_names", "check_backend", "execute", "make_backend", "make_job",
            "register_backend"]
 
 #: A backend's factory: (workers, Ray address, number of pending groups or None) -> Backend.
@@ -44,8 +44,12 @@ def _ray(workers: int, address: str | None, n_pending: int | None) -> Backend:
 
 _FACTORIES: dict[str, Factory] = {"local": _local, "serial": _serial, "pool": _pool,
                                   "ray": _ray}
-#: The built-in backends' names.
-BACKENDS = tuple(_FACTORIES)
+
+
+def backend_names() -> tuple[str, ...]:
+    """The names ``--backend`` accepts now: the built-ins, then any added by
+    :func:`register_backend`, in registration order (read at call time, so never stale)."""
+    return tuple(_FACTORIES)
 
 
 def register_backend(name: str, factory: Factory) -> None:
@@ -57,7 +61,8 @@ def register_backend(name: str, factory: Factory) -> None:
 def check_backend(backend: str, workers: int = 1) -> None:
     """InputError unless the backend exists (and, for Ray, is installed) and workers >= 1."""
     if backend not in _FACTORIES:
-        raise InputError(f"--backend must be one of {', '.join(_FACTORIES)}; got {backend!r}")
+        raise InputError(f"--backend must be one of {', '.join(backend_names())}; "
+                         f"got {backend!r}")
     if workers < 1:
         raise InputError(f"--workers must be >= 1; got {workers}")
     if backend == "serial" and workers > 1:
