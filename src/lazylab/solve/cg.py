@@ -100,6 +100,76 @@ def _preconditioner(pre: str | Matvec | None, K: torch.Tensor | None, diag: torc
     raise ValueError(f"preconditioner must be None, 'jacobi', 'block' or a callable; got {pre!r}")
 
 
+def _operator(K: torch.Tensor | Matvec, y: torch.Tensor
+              ) -> tuple[torch.Tensor | None, Matvec, torch.Tensor, bool]:
+    """Check K and y: (K as a matrix or None, its matvec, y as an (n, k) matrix in K's dtype,
+    whether y was a vector)."""
+    if isinstance(K, torch.Tensor):
+        if K.dim() != 2 or K.shape[0] != K.shape[1]:
+            raise ValueError(f"K must be a square matrix or a callable; got {tuple(K.shape)}")
+        Kmat: torch.Tensor | None = K
+        matvec: Matvec = K.__matmul__
+    elif callable(K):
+        Kmat, matvec = None, K
+    else:
+        raise ValueError(f"K must be a torch.Tensor or a callable; got {type(K).__name__}")
+    if not isinstance(y, torch.Tensor):
+        raise ValueError(f"y must be a torch.Tensor; got {type(y).__name__}")
+    n = y.shape[0]
+    if Kmat is not None and Kmat.shape[0] != n:
+        raise ValueError(f"y must have {Kmat.shape[0]} rows to match K; got {n}")
+    Y, vec = as_matrix(y, n)
+    if Kmat is not None:
+        Y = Y.to(Kmat.dtype)
+    return Kmat, matvec, Y, vec
+
+
+def _max_rel(R: torch.Tensor, ynorm: torch.Tensor) -> float:
+    """The largest column-wise relative residual ||r|| / ||y||."""
+    return float((torch.linalg.vector_norm(R, dim=0) / ynorm).max())
+
+
+def _pcg(A: Matvec, precond: Matvec | None, Y: torch.Tensor, X: torch.Tensor,
+         R: torch.Tensor, ynorm: torch.Tensor, tol: float, max_iter: int,
+         callback: Callable[[int, float], None] | None) -> tuple[int, float]:
+    """The PCG recurrence of the module docstring, updating X in place from residual R = Y - A X;
+    returns (iterations, last max relative residual)."""
+    Z = precond(R) if precond is not None else R
+    P = Z.clone()
+    rz = (R * Z).sum(0)
+    it, rel = 0, _max_rel(R, ynorm)
+    tiny = torch.finfo(Y.dtype).tiny
+    while it < max_iter and math.isfinite(rel):
+        if rel <= tol:
+            # The recurrence residual drifts from y - A x in finite precision; accept only
+            # when the true residual meets tol, otherwise restart from it.
+            R = Y - A(X)
+            rel = _max_rel(R, ynorm)
+            if rel <= tol:
+                break
+            Z = precond(R) if precond is not None else R
+            P = Z.clone()
+            rz = (R * Z).sum(0)
+        AP = A(P)
+        pAp = (P * AP).sum(0)
+        # A finished column (rz = 0) must not produce 0/0.
+        ok = pAp.abs() > tiny
+        step = torch.where(ok, rz / torch.where(ok, pAp, 1.0), 0.0)
+        X.add_(P * step)
+        R.sub_(AP * step)
+        Z = precond(R) if precond is not None else R
+        rz_new = (R * Z).sum(0)
+        ok = rz.abs() > tiny
+        beta = torch.where(ok, rz_new / torch.where(ok, rz, 1.0), 0.0)
+        P = Z + P * beta
+        rz = rz_new
+        it += 1
+        rel = _max_rel(R, ynorm)
+        if callback is not None:
+            callback(it, rel)
+    return it, rel
+
+
 def kernel_ridge_cg(K: torch.Tensor | Matvec, y: torch.Tensor, *, ridge: float = 0.0,
                     tol: float = 1e-8, max_iter: int | None = None,
                     preconditioner: str | Matvec | None = "jacobi",
@@ -134,23 +204,8 @@ def kernel_ridge_cg(K: torch.Tensor | Matvec, y: torch.Tensor, *, ridge: float =
     if not tol > 0:
         raise ValueError(f"tol must be > 0; got {tol!r}")
     ridge = check_ridge(ridge)
-    if isinstance(K, torch.Tensor):
-        if K.dim() != 2 or K.shape[0] != K.shape[1]:
-            raise ValueError(f"K must be a square matrix or a callable; got {tuple(K.shape)}")
-        Kmat: torch.Tensor | None = K
-        matvec: Matvec = K.__matmul__
-    elif callable(K):
-        Kmat, matvec = None, K
-    else:
-        raise ValueError(f"K must be a torch.Tensor or a callable; got {type(K).__name__}")
-    if not isinstance(y, torch.Tensor):
-        raise ValueError(f"y must be a torch.Tensor; got {type(y).__name__}")
-    n = y.shape[0]
-    if Kmat is not None and Kmat.shape[0] != n:
-        raise ValueError(f"y must have {Kmat.shape[0]} rows to match K; got {n}")
-    Y, vec = as_matrix(y, n)
-    if Kmat is not None:
-        Y = Y.to(Kmat.dtype)
+    Kmat, matvec, Y, vec = _operator(K, y)
+    n = Y.shape[0]
     if max_iter is None:
         max_iter = 10 * n
     if int(max_iter) != max_iter or max_iter < 0:
@@ -169,46 +224,13 @@ def kernel_ridge_cg(K: torch.Tensor | Matvec, y: torch.Tensor, *, ridge: float =
     else:
         X = as_matrix(x0, n, "x0")[0].to(Y.dtype).clone()
         R = Y - A(X)
-    Z = precond(R) if precond is not None else R
-    P = Z.clone()
-    rz = (R * Z).sum(0)
-    it, rel = 0, float((torch.linalg.vector_norm(R, dim=0) / ynorm).max())
-    tiny = torch.finfo(Y.dtype).tiny
-    while it < max_iter and math.isfinite(rel):
-        if rel <= tol:
-            # The recurrence residual drifts from y - A x in finite precision; accept only
-            # when the true residual meets tol, otherwise restart from it.
-            R = Y - A(X)
-            rel = float((torch.linalg.vector_norm(R, dim=0) / ynorm).max())
-            if rel <= tol:
-                break
-            Z = precond(R) if precond is not None else R
-            P = Z.clone()
-            rz = (R * Z).sum(0)
-        AP = A(P)
-        pAp = (P * AP).sum(0)
-        # A finished column (rz = 0) must not produce 0/0.
-        ok = pAp.abs() > tiny
-        step = torch.where(ok, rz / torch.where(ok, pAp, 1.0), 0.0)
-        X.add_(P * step)
-        R.sub_(AP * step)
-        Z = precond(R) if precond is not None else R
-        rz_new = (R * Z).sum(0)
-        ok = rz.abs() > tiny
-        beta = torch.where(ok, rz_new / torch.where(ok, rz, 1.0), 0.0)
-        P = Z + P * beta
-        rz = rz_new
-        it += 1
-        rel = float((torch.linalg.vector_norm(R, dim=0) / ynorm).max())
-        if callback is not None:
-            callback(it, rel)
+    it, rel = _pcg(A, precond, Y, X, R, ynorm, tol, max_iter, callback)
     if not math.isfinite(rel):
         raise ValueError("kernel_ridge_cg produced a non-finite residual: K + ridge I must be "
                          "symmetric positive definite")
     converged = rel <= tol
     if converged and it == max_iter:
-        R = Y - A(X)
-        rel = float((torch.linalg.vector_norm(R, dim=0) / ynorm).max())
+        rel = _max_rel(Y - A(X), ynorm)
         converged = rel <= tol
     if not converged:
         advice = ("raise max_iter or ridge" if precond is not None
