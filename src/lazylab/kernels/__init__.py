@@ -11,7 +11,8 @@ empirical NTK of any module.
 * :func:`gaussian_kernel`: the RBF kernel exp(-|x - z|^2 / (2 h^2)) (a regression baseline).
 * :func:`empirical_ntk`: the finite-width tangent kernel of a :class:`TwoLayerNet` (a few
   matrix products) or of any ``torch.nn.Module`` (Jacobian contraction, NTK-vector products
-  or structured derivatives; :class:`EntkInfo` reports the choice).
+  or structured derivatives; :class:`EntkInfo` reports the choice); :class:`EmpiricalKernel`,
+  the same as a kernel object that the estimators and ``lazylab.solve`` take.
 * Building blocks: :func:`relu_power_nngp`, :func:`relu_power_ntk` (arc-cosine kernels),
   :func:`poly_dual`, :func:`erf_dual`, :func:`sin_dual`, :func:`gaussian_moment` (exact
   Gaussian expectations), :func:`gaussian_expectation` (2-D quadrature for any f, g).
@@ -22,6 +23,7 @@ from lazylab.duals.dual import erf_dual, gaussian_moment, poly_dual, sin_dual
 from lazylab.kernels.closed_form import derivative_kernel, nngp, ntk
 from lazylab.kernels.deep import DeepKernel
 from lazylab.kernels.empirical import EntkInfo, empirical_ntk, trained_names
+from lazylab.kernels.empirical_kernel import EmpiricalKernel
 from lazylab.kernels.gaussian import gaussian_kernel
 from lazylab.kernels.implicit import NTKOperator
 from lazylab.kernels.protocol import Kernel, kernel_object
@@ -29,6 +31,7 @@ from lazylab.kernels.quadrature import gaussian_expectation
 
 __all__ = [
     "DeepKernel",
+    "EmpiricalKernel",
     "EntkInfo",
     "Kernel",
     "NTKOperator",
