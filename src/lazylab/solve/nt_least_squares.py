@@ -114,6 +114,102 @@ class _Stream:
             self._store = keep
 
 
+def _check_args(W: torch.Tensor, n: int, chunk: int, tol: float) -> None:
+    """ValueError naming the first argument of :func:`nt_least_squares` out of range."""
+    if not isinstance(W, torch.Tensor) or W.dim() != 2:
+        raise ValueError("W must be a 2-D torch.Tensor (N, d)")
+    if int(n) != n or n < 2:
+        raise ValueError(f"n must be an integer >= 2; got {n!r}")
+    if int(chunk) != chunk or chunk < 1:
+        raise ValueError(f"chunk must be a positive integer; got {chunk!r}")
+    if not tol > 0:
+        raise ValueError(f"tol must be > 0; got {tol!r}")
+
+
+@dataclass
+class _Moments:
+    """Pass 0 over the samples: S = X^T X / n, y_bar, Var y, and
+    rhs = (1/n) Phi~^T (y - y_bar) in the G parameterisation."""
+
+    S: torch.Tensor
+    ybar: float
+    var_y: float
+    rhs: torch.Tensor
+
+
+def _moments(stream: _Stream, Q: torch.Tensor, Q64: torch.Tensor, n: int,
+             dtype: torch.dtype, dev: torch.device) -> _Moments:
+    """S, y_bar, sum y^2 and sum_i y_i 2 (Q x_i) x_i^T in one pass (float64 accumulation)."""
+    k, d = Q.shape
+    S = torch.zeros(d, d, dtype=torch.float64, device=dev)
+    Ty = torch.zeros(k, d, dtype=torch.float64, device=dev)
+    ysum = y2sum = 0.0
+    for X, y in stream:
+        S += (X.T @ X).double()
+        A = X @ Q.T
+        Ty += (2 * (A * y.to(dtype)[:, None]).T @ X).double()
+        ysum += float(y.sum())
+        y2sum += float((y * y).sum())
+    S /= n
+    ybar = ysum / n
+    var_y = y2sum / n - ybar * ybar
+    rhs = Ty / n - 2 * ybar * (Q64 @ S)
+    return _Moments(S, ybar, var_y, rhs)
+
+
+def _normal_operator(stream: _Stream, Q: torch.Tensor, QS: torch.Tensor, n: int,
+                     dtype: torch.dtype, dev: torch.device
+                     ) -> Callable[[torch.Tensor], torch.Tensor]:
+    """G -> (1/n) Phi~^T Phi~ G, one pass over the samples (QS = Q S = phi_bar / 2)."""
+    k, d = Q.shape
+
+    def normal(G: torch.Tensor) -> torch.Tensor:
+        Gc = G.to(dtype)
+        shift = 2 * float((QS * G).sum())
+        acc = torch.zeros(k, d, dtype=torch.float64, device=dev)
+        fsum = 0.0
+        for X, _ in stream:
+            A = X @ Q.T
+            f = 2 * (A * (X @ Gc.T)).sum(1) - shift
+            acc += (2 * (A * f[:, None]).T @ X).double()
+            fsum += float(f.sum(dtype=torch.float64))
+        return acc / n - 2 * (fsum / n) * QS
+
+    return normal
+
+
+def _cg(normal: Callable[[torch.Tensor], torch.Tensor], rhs: torch.Tensor, tol: float,
+        max_iter: int, callback: Callable[[int, float], None] | None
+        ) -> tuple[torch.Tensor, torch.Tensor, int, float, list[float]]:
+    """Plain CG on normal(G) = rhs from G = 0 (so the minimum-norm solution); returns
+    (G, final residual R, iterations, relative residual, relative residual per iteration)."""
+    G = torch.zeros_like(rhs)
+    R = rhs.clone()
+    Pd = R.clone()
+    rr = float((R * R).sum())
+    bnorm = math.sqrt(float((rhs * rhs).sum())) or 1.0
+    rel = math.sqrt(rr) / bnorm
+    residuals: list[float] = []
+    it = 0
+    while rel > tol and it < max_iter:
+        AP = normal(Pd)
+        pap = float((Pd * AP).sum())
+        if not pap > 0:
+            break
+        a = rr / pap
+        G += a * Pd
+        R -= a * AP
+        rr_new = float((R * R).sum())
+        Pd = R + (rr_new / rr) * Pd
+        rr = rr_new
+        it += 1
+        rel = math.sqrt(rr) / bnorm
+        residuals.append(rel)
+        if callback is not None:
+            callback(it, rel)
+    return G, R, it, rel, residuals
+
+
 def nt_least_squares(W: torch.Tensor, sampler: Sampler, n: int, *, seed: int,
                      chunk: int = 65_536, tol: float = 1e-5, max_iter: int = 200,
                      device: torch.device | str | None = None,
@@ -138,16 +234,9 @@ def nt_least_squares(W: torch.Tensor, sampler: Sampler, n: int, *, seed: int,
     rank_rtol : singular values of W below rank_rtol * s_max count as zero.
     callback : callback(iteration, relative residual) after every CG iteration.
     """
-    if not isinstance(W, torch.Tensor) or W.dim() != 2:
-        raise ValueError("W must be a 2-D torch.Tensor (N, d)")
-    if int(n) != n or n < 2:
-        raise ValueError(f"n must be an integer >= 2; got {n!r}")
-    if int(chunk) != chunk or chunk < 1:
-        raise ValueError(f"chunk must be a positive integer; got {chunk!r}")
-    if not tol > 0:
-        raise ValueError(f"tol must be > 0; got {tol!r}")
+    _check_args(W, n, chunk, tol)
     dev = torch.device(device) if device is not None else W.device
-    N, d = W.shape
+    d = W.shape[1]
     P, s, Vh = torch.linalg.svd(W.to(dev, torch.float64), full_matrices=False)
     k = int((s > rank_rtol * s[0]).sum())
     Q64 = Vh[:k]                                   # (k, d) orthonormal rows
@@ -158,63 +247,12 @@ def nt_least_squares(W: torch.Tensor, sampler: Sampler, n: int, *, seed: int,
                        if dev.type == "cuda" else 1 << 30)
     stream = _Stream(sampler, int(n), int(chunk), int(seed), dev, dtype,
                      cache=int(n) * d * itemsize <= cache_bytes)
-
-    # Pass 0: S = X^T X / n, y_bar, sum y^2, and sum_i y_i 2 (Q x_i) x_i^T.
-    S = torch.zeros(d, d, dtype=torch.float64, device=dev)
-    Ty = torch.zeros(k, d, dtype=torch.float64, device=dev)
-    ysum = y2sum = 0.0
-    for X, y in stream:
-        S += (X.T @ X).double()
-        A = X @ Q.T
-        Ty += (2 * (A * y.to(dtype)[:, None]).T @ X).double()
-        ysum += float(y.sum())
-        y2sum += float((y * y).sum())
-    S /= n
-    ybar = ysum / n
-    var_y = y2sum / n - ybar * ybar
-    QS = Q64 @ S                                   # phi_bar / 2
-    rhs = Ty / n - 2 * ybar * QS
-
-    def normal(G: torch.Tensor) -> torch.Tensor:
-        """(1/n) Phi~^T Phi~ G."""
-        Gc = G.to(dtype)
-        shift = 2 * float((QS * G).sum())
-        acc = torch.zeros(k, d, dtype=torch.float64, device=dev)
-        fsum = 0.0
-        for X, _ in stream:
-            A = X @ Q.T
-            f = 2 * (A * (X @ Gc.T)).sum(1) - shift
-            acc += (2 * (A * f[:, None]).T @ X).double()
-            fsum += float(f.sum(dtype=torch.float64))
-        return acc / n - 2 * (fsum / n) * QS
-
-    G = torch.zeros(k, d, dtype=torch.float64, device=dev)
-    R = rhs.clone()
-    Pd = R.clone()
-    rr = float((R * R).sum())
-    bnorm = math.sqrt(float((rhs * rhs).sum())) or 1.0
-    rel = math.sqrt(rr) / bnorm
-    residuals: list[float] = []
-    it = 0
-    while rel > tol and it < max_iter:
-        AP = normal(Pd)
-        pap = float((Pd * AP).sum())
-        if not pap > 0:
-            break
-        a = rr / pap
-        G += a * Pd
-        R -= a * AP
-        rr_new = float((R * R).sum())
-        Pd = R + (rr_new / rr) * Pd
-        rr = rr_new
-        it += 1
-        rel = math.sqrt(rr) / bnorm
-        residuals.append(rel)
-        if callback is not None:
-            callback(it, rel)
-    train_mse = var_y - float((G * rhs).sum()) - float((G * R).sum())
+    mom = _moments(stream, Q, Q64, n, dtype, dev)
+    normal = _normal_operator(stream, Q, Q64 @ mom.S, n, dtype, dev)
+    G, R, it, rel, residuals = _cg(normal, mom.rhs, tol, max_iter, callback)
+    train_mse = mom.var_y - float((G * mom.rhs).sum()) - float((G * R).sum())
     QtG = Q64.T @ G
     M = (QtG + QtG.T).cpu()
-    c = ybar - float((M * S.cpu()).sum())
+    c = mom.ybar - float((M * mom.S.cpu()).sum())
     U = (P[:, :k] / s[:k]) @ G                     # W^T U = Q^T G
     return NTLeastSquares(M, c, U.cpu(), CGInfo(it, rel, rel <= tol), train_mse, residuals)
