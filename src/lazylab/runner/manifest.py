@@ -146,6 +146,45 @@ def _bounds(schema: dict[str, Any], x: float) -> str | None:
     return None
 
 
+def _check_optional(schema: dict[str, Any], raw: str) -> str | None:
+    """An ``anyOf`` field: ``none``/``null`` is accepted when one branch is null; a single
+    non-null branch is checked as the field, several are left to the full validation."""
+    branches = [b for b in schema["anyOf"] if b.get("type") != "null"]
+    if len(branches) < len(schema["anyOf"]) and raw.lower() in ("none", "null"):
+        return None
+    return check_value(branches[0], raw) if len(branches) == 1 else None
+
+
+def _check_array(schema: dict[str, Any], raw: str) -> str | None:
+    """A list field: the comma-split item count against minItems/maxItems, then each item
+    against its ``prefixItems`` entry or ``items``."""
+    items = [] if raw == "" else [s.strip() for s in raw.split(",")]
+    lo, hi = schema.get("minItems"), schema.get("maxItems")
+    if lo is not None and len(items) < lo:
+        return f"must have at least {lo} item(s)"
+    if hi is not None and len(items) > hi:
+        return f"must have at most {hi} item(s)"
+    prefix = schema.get("prefixItems")
+    for i, item in enumerate(items):
+        sub = prefix[i] if prefix and i < len(prefix) else schema.get("items")
+        why = check_value(sub, item) if isinstance(sub, dict) else None
+        if why:
+            return f"item {i + 1} ({item!r}) {why}"
+    return None
+
+
+def _check_number(kind: str, schema: dict[str, Any], raw: str) -> str | None:
+    """An integer or number field: readable, finite, integral for integers, within bounds."""
+    x = _number(raw)
+    if x is None:
+        return "must be an integer" if kind == "integer" else "must be a number"
+    if not math.isfinite(x):
+        return "must be a finite number"
+    if kind == "integer" and x != int(x):
+        return "must be an integer"
+    return _bounds(schema, x)
+
+
 def check_value(schema: dict[str, Any], raw: str) -> str | None:
     """Why pydantic would refuse the ``--set`` string ``raw`` for a field, or None.
 
@@ -154,25 +193,10 @@ def check_value(schema: dict[str, Any], raw: str) -> str | None:
     None means "not refused here" (the full validation still runs).
     """
     if "anyOf" in schema:
-        branches = [b for b in schema["anyOf"] if b.get("type") != "null"]
-        if len(branches) < len(schema["anyOf"]) and raw.lower() in ("none", "null"):
-            return None
-        return check_value(branches[0], raw) if len(branches) == 1 else None
+        return _check_optional(schema, raw)
     kind = schema.get("type")
     if kind == "array":
-        items = [] if raw == "" else [s.strip() for s in raw.split(",")]
-        lo, hi = schema.get("minItems"), schema.get("maxItems")
-        if lo is not None and len(items) < lo:
-            return f"must have at least {lo} item(s)"
-        if hi is not None and len(items) > hi:
-            return f"must have at most {hi} item(s)"
-        prefix = schema.get("prefixItems")
-        for i, item in enumerate(items):
-            sub = prefix[i] if prefix and i < len(prefix) else schema.get("items")
-            why = check_value(sub, item) if isinstance(sub, dict) else None
-            if why:
-                return f"item {i + 1} ({item!r}) {why}"
-        return None
+        return _check_array(schema, raw)
     if "enum" in schema:
         if raw in {str(c) for c in schema["enum"]}:
             return None
@@ -180,14 +204,7 @@ def check_value(schema: dict[str, Any], raw: str) -> str | None:
     if kind == "boolean":
         return None if raw.lower() in _BOOLS else "must be true or false"
     if kind in ("integer", "number"):
-        x = _number(raw)
-        if x is None:
-            return "must be an integer" if kind == "integer" else "must be a number"
-        if not math.isfinite(x):
-            return "must be a finite number"
-        if kind == "integer" and x != int(x):
-            return "must be an integer"
-        return _bounds(schema, x)
+        return _check_number(kind, schema, raw)
     return None
 
 
