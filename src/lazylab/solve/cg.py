@@ -100,6 +100,34 @@ def _preconditioner(pre: str | Matvec | None, K: torch.Tensor | None, diag: torc
     raise ValueError(f"preconditioner must be None, 'jacobi', 'block' or a callable; got {pre!r}")
 
 
+def _check_tol(tol: float) -> float:
+    """tol as a float, ValueError unless it is > 0."""
+    tol = float(tol)
+    if not tol > 0:
+        raise ValueError(f"tol must be > 0; got {tol!r}")
+    return tol
+
+
+def _check_max_iter(max_iter: int | None, n: int) -> int:
+    """The iteration cap (default 10 n), ValueError unless a non-negative integer."""
+    if max_iter is None:
+        max_iter = 10 * n
+    if int(max_iter) != max_iter or max_iter < 0:
+        raise ValueError(f"max_iter must be a non-negative integer; got {max_iter!r}")
+    return max_iter
+
+
+def _start(A: Matvec, Y: torch.Tensor, x0: torch.Tensor | None
+           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(column norms of Y with zeros read as 1, starting point X, its residual Y - A X)."""
+    ynorm = torch.linalg.vector_norm(Y, dim=0)
+    ynorm = torch.where(ynorm > 0, ynorm, torch.ones_like(ynorm))
+    if x0 is None:
+        return ynorm, torch.zeros_like(Y), Y.clone()
+    X = as_matrix(x0, Y.shape[0], "x0")[0].to(Y.dtype).clone()
+    return ynorm, X, Y - A(X)
+
+
 def _operator(K: torch.Tensor | Matvec, y: torch.Tensor
               ) -> tuple[torch.Tensor | None, Matvec, torch.Tensor, bool]:
     """Check K and y: (K as a matrix or None, its matvec, y as an (n, k) matrix in K's dtype,
@@ -200,30 +228,18 @@ def kernel_ridge_cg(K: torch.Tensor | Matvec, y: torch.Tensor, *, ridge: float =
     alpha : (n,) or (n, k), matching y; with ``return_info`` the pair (alpha, info).
     A RuntimeWarning is issued when tol was not met within max_iter.
     """
-    tol = float(tol)
-    if not tol > 0:
-        raise ValueError(f"tol must be > 0; got {tol!r}")
+    tol = _check_tol(tol)
     ridge = check_ridge(ridge)
     Kmat, matvec, Y, vec = _operator(K, y)
     n = Y.shape[0]
-    if max_iter is None:
-        max_iter = 10 * n
-    if int(max_iter) != max_iter or max_iter < 0:
-        raise ValueError(f"max_iter must be a non-negative integer; got {max_iter!r}")
+    max_iter = _check_max_iter(max_iter, n)
     precond = _preconditioner(preconditioner, Kmat, diag, ridge, block_size, n)
 
     def A(v: torch.Tensor) -> torch.Tensor:
         out = matvec(v)
         return out + ridge * v if ridge > 0 else out
 
-    ynorm = torch.linalg.vector_norm(Y, dim=0)
-    ynorm = torch.where(ynorm > 0, ynorm, torch.ones_like(ynorm))
-    if x0 is None:
-        X = torch.zeros_like(Y)
-        R = Y.clone()
-    else:
-        X = as_matrix(x0, n, "x0")[0].to(Y.dtype).clone()
-        R = Y - A(X)
+    ynorm, X, R = _start(A, Y, x0)
     it, rel = _pcg(A, precond, Y, X, R, ynorm, tol, max_iter, callback)
     if not math.isfinite(rel):
         raise ValueError("kernel_ridge_cg produced a non-finite residual: K + ridge I must be "
