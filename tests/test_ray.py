@@ -81,7 +81,7 @@ def test_ray_results_are_byte_identical_to_serial(toy, cluster, tmp_path):
 
 def test_a_killed_worker_is_retried_and_nothing_is_lost_or_duplicated(toy, cluster,
                                                                        tmp_path):
-    """The first attempt of every unit kills its Ray worker process (os._exit mid-unit); Ray
+    """The first attempt of every unit kills its Ray worker process (SIGKILL mid-unit); Ray
     retries the task, and the stored results equal the serial run's."""
     crash = tmp_path / "crash"
     crash.mkdir()

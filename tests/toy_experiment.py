@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -97,7 +98,7 @@ class ToyMean(Experiment):
             marker = Path(p.crash_dir) / f"crashed-{key['n']}-{seed}"
             if not marker.exists():
                 marker.touch()
-                os._exit(1)  # the worker process dies mid-unit
+                os.kill(os.getpid(), signal.SIGKILL)  # the worker process dies mid-unit
         if p.sleep:
             time.sleep(p.sleep)
         while p.gate is not None and not os.path.exists(p.gate):
