@@ -20,12 +20,10 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 from torch import nn
 
-from lazylab.kernels.empirical import empirical_ntk
+from lazylab.kernels.empirical import TrainedSpec, empirical_ntk
 
 __all__ = ["EmpiricalKernel"]
 
@@ -38,7 +36,7 @@ class EmpiricalKernel:
     net : torch.nn.Module
         The network, in eval mode where it has dropout or batch normalization (refused in
         training mode by :func:`~lazylab.kernels.empirical_ntk`).
-    trained : str, sequence, module or None
+    trained : str, sequence of names, modules or tensors, or None
         The parameters differentiated (``empirical_ntk``'s ``trained``; None: all).
     method : str
         ``"auto"`` (the cheapest exact method), ``"jacobian"``, ``"ntvp"`` or ``"structured"``.
@@ -49,7 +47,7 @@ class EmpiricalKernel:
         Rows per diagonal block of :meth:`diag` (O(n block) work instead of O(n^2)).
     """
 
-    def __init__(self, net: nn.Module, *, trained: str | Sequence[str] | nn.Module | None = None,
+    def __init__(self, net: nn.Module, *, trained: TrainedSpec = None,
                  method: str = "auto", output: int | str | None = None, block: int = 64):
         if not isinstance(net, nn.Module):
             raise ValueError(f"net must be a torch.nn.Module; got {type(net).__name__}")
