@@ -23,7 +23,7 @@
 #     && export PYTHONPATH=/tmp/site:$PWD/src && bash bench/device_session.sh
 # Dry run on a CPU, every training loop capped at 2 steps (bench/capped_reproduce.py), into a
 # scratch store that no real run resumes:
-#   DEVICE=cpu QUICK=1 CAP=2 STORE=runs/device-dry PY=.venv/bin/python \
+#   DEVICE=cpu QUICK=1 CAP=2 EACH=90 STORE=runs/device-dry PY=.venv/bin/python \
 #     bash bench/device_session.sh
 set -u
 OUT=${OUT:-runs/device}
@@ -32,6 +32,7 @@ QUICK=${QUICK:-0}
 CAP=${CAP:-}
 PY=${PY:-python3}
 BUDGET=${BUDGET:-560}
+EACH=${EACH:-}  # at most this many seconds an experiment (default: all the time left)
 LOGS=$OUT/logs
 STORE=${STORE:-runs/device-store}
 export PYTHONUNBUFFERED=1 LAZYLAB_BENCH_JSON=$LOGS/bench.json
@@ -70,6 +71,7 @@ plan=${PLAN:-"allenzhu-performance allenzhu-alpha arora-complexity nichani-taylo
 if [ -n "$CAP" ]; then run=("$PY" bench/capped_reproduce.py "$CAP"); else run=("$PY" -m lazylab); fi
 for id in $plan; do
     left=$((BUDGET - SECONDS - 40))  # 40 s kept for the summary and the archives
+    if [ -n "$EACH" ] && [ "$EACH" -lt "$left" ]; then left=$EACH; fi
     if [ "$left" -lt 60 ]; then
         echo "== $id: not started, ${left} s left"
         continue
