@@ -41,7 +41,8 @@ step() {  # step SECONDS NAME command...: run with a limit, log to $LOGS/NAME.lo
     local limit=$1 name=$2
     shift 2
     echo "== $name (limit ${limit} s, at ${SECONDS} s)"
-    timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1
+    timeout -k 15 "$limit" "$@" >"$LOGS/$name.log" 2>&1  # KILL 15 s after TERM: a long
+    # eigh or GEMM cannot see the TERM until it returns, and the call has a hard limit
     echo "   exit $? at ${SECONDS} s"
     tail -n 3 "$LOGS/$name.log"
 }
