@@ -22,17 +22,9 @@ from lazylab.experiments.base import Claim, Results
 from lazylab.experiments.toolkit import match_claim
 from lazylab.runner.assemble import non_finite_summary
 from lazylab.runner.outputs import write_json
-from toy_experiment import ToyMean, cli
+from toy_experiment import ToyMean, cli, one_line_exit_2
 
 NAN, INF = float("nan"), float("inf")
-
-
-def one_line_exit_2(res, *texts: str) -> None:
-    assert res.exit_code == 2, res.output
-    assert "Traceback" not in res.output
-    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
-    for t in texts:
-        assert t in res.stderr, (t, res.stderr)
 
 
 @pytest.mark.parametrize("measured, expected, tolerance, named", [

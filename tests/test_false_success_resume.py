@@ -17,7 +17,7 @@ import torch
 from lazylab.experiments import code_identity as ci
 from lazylab.runner import resolve_spec, run_experiment
 from lazylab.store import STORE_NAME, Store
-from toy_experiment import ToyMean, cli
+from toy_experiment import ToyMean, cli, one_line_exit_2
 
 CPU = torch.device("cpu")
 
@@ -35,14 +35,6 @@ class StopAfter:
         self.seen += 1
         if self.seen == self.k:
             raise KeyboardInterrupt
-
-
-def one_line_exit_2(res, *texts: str) -> None:
-    assert res.exit_code == 2, res.output
-    assert "Traceback" not in res.output
-    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
-    for t in texts:
-        assert t in res.stderr, (t, res.stderr)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from lazylab.report import atomic_write
 from lazylab.runner import resolve_spec, run_experiment
 from lazylab.store import STORE_NAME, Store
 from proc_helpers import alive, children, run, start, stored, wait_for
-from toy_experiment import ToyMean, cli
+from toy_experiment import ToyMean, cli, one_line_exit_2
 
 CPU = torch.device("cpu")
 SLOW = ("--set", "sleep=0.25", "--seeds", "3")
@@ -29,14 +29,6 @@ SLOW = ("--set", "sleep=0.25", "--seeds", "3")
 
 pytestmark = pytest.mark.usefixtures("toy_hooks")
 
-
-
-def one_line_exit_2(res, *texts: str) -> None:
-    assert res.exit_code == 2, res.output
-    assert "Traceback" not in res.output
-    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
-    for t in texts:
-        assert t in res.stderr, (t, res.stderr)
 
 
 def reference_csv(toy, tmp_path_factory, **sets: str) -> bytes:

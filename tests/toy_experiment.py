@@ -163,3 +163,12 @@ def cli(*args: str):
     from lazylab.cli import app
 
     return CliRunner().invoke(app, list(args), env=CLI_ENV)
+
+
+def one_line_exit_2(res, *texts: str) -> None:
+    """A refused command: exit 2, no traceback, one line on stderr holding every text."""
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    for t in texts:
+        assert t in res.stderr, (t, res.stderr)
