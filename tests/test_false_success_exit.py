@@ -110,3 +110,19 @@ def test_os_exit_in_a_serial_unit_fails_the_run_instead_of_ending_it(plugin, tmp
                "os._exit(0)")
     import os
     assert os._exit.__module__ == "posix"  # restored after the unit
+
+
+def test_a_broken_pool_names_every_unit_in_flight():
+    """Which worker died is unknown once the pool breaks: all units in flight are named, so the
+    message holds the culprit whatever finished first (the order depends on the machine's load)."""
+    from types import SimpleNamespace
+
+    from lazylab.runner.pool import _died
+
+    def group(key: str) -> Any:
+        return SimpleNamespace(units=[SimpleNamespace(key_json=key)])
+
+    one = str(_died("x", [group('{"n":800}')]))
+    assert 'running {"n":800} (' in one
+    two = str(_died("x", [group('{"n":800}'), group('{"n":3200}'), group('{"n":800}')]))
+    assert 'running one of {"n":3200}, {"n":800} (' in two

@@ -66,6 +66,15 @@ def _group(label: str | None, members: list[tuple[dict[str, Any], int]], seed: i
     return call_group(_W["exp"], _W["job"], label, members, seed)
 
 
+def _died(exp_id: str, running: Sequence[WorkGroup]) -> UnitFailed:
+    """A broken pool fails every group in flight, so the one whose worker died cannot be told
+    apart: name them all, in key order."""
+    keys = sorted({g.units[0].key_json for g in running})
+    which = keys[0] if len(keys) == 1 else "one of " + ", ".join(keys)
+    return UnitFailed(f"{exp_id}: a worker process died while running {which} (out of memory, "
+                      "a crash, or the unit ended its process)")
+
+
 class PoolBackend:
     """Run groups in ``workers`` spawned processes, at most ``workers`` in flight, so that a
     deadline stops the scheduling; results arrive as they finish."""
@@ -111,9 +120,7 @@ class PoolBackend:
                     try:
                         res = fut.result()
                     except BrokenProcessPool as e:
-                        raise UnitFailed(f"{job.exp_id}: a worker process died while running "
-                                         f"{g.units[0].key_json} (out of memory, a crash, or "
-                                         "the unit ended its process)") from e
+                        raise _died(job.exp_id, [g, *(w for w, _ in futs.values())]) from e
                     if res[0] == "ok":
                         clock.seen(g, time.monotonic() - t0)
                         yield from group_done(g, res)
