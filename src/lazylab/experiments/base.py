@@ -63,6 +63,8 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict
 
+from lazylab.experiments.cost import scaled_cost
+
 __all__ = [
     "COLUMNS",
     "Claim",
@@ -647,8 +649,6 @@ class Experiment(ABC):
         (size_k(p) / size_k(scale))^e_k``, a lower bound where the work grows faster), and the
         peak from :meth:`peak_bytes`. Experiments with a measured per-unit model override this.
         """
-        from lazylab.experiments.cost import scaled_cost
-
         return scaled_cost(self, p, scale, self.cost_sizes, peak=self.peak_bytes)
 
     def peak_bytes(self, p: ExperimentParams) -> float | None:
