@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from lazylab.experiments.base import Claim, Results, Series, row
-from lazylab.report import read_results, write_results_csv
+from lazylab.runner.outputs import read_results, write_results_csv
 
 
 def _rows():

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from lazylab.report import atomic_write
 from lazylab.runner import resolve_spec, run_experiment
+from lazylab.runner.outputs import atomic_write
 from lazylab.store import STORE_NAME, Store
 from proc_helpers import alive, children, run, start, stored, wait_for
 from toy_experiment import ToyMean, cli, one_line_exit_2

@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from lazylab.experiments.base import COLUMNS
-from lazylab.report import read_results
 from lazylab.runner import (
     InputError,
     RunSpec,
@@ -25,6 +24,7 @@ from lazylab.runner import (
     resolve_spec,
     run_experiment,
 )
+from lazylab.runner.outputs import read_results
 from lazylab.seeding import canonical_key, derive_seed
 from lazylab.store import STORE_NAME, Store
 from toy_experiment import ToyMean

@@ -13,8 +13,7 @@ Layout of an output directory ``DIR`` (the output contract every command keeps):
 
 The per-experiment files are assembled by :mod:`lazylab.runner.assemble` and written by
 :mod:`lazylab.runner.outputs`; config.json's provenance and the reproduce command come from
-:mod:`lazylab.runner.provenance`. Their public names are re-exported here, where callers have
-always found them.
+:mod:`lazylab.runner.provenance`; import their names from there.
 """
 
 from __future__ import annotations
@@ -27,50 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from lazylab.runner import assemble as _assemble
-from lazylab.runner.assemble import (
-    collect_rows,
-    draw_figure,
-    finish_experiment,
-    theory_rows,
-)
-from lazylab.runner.outputs import (
-    OUTPUT_FILES,
-    atomic_write,
-    experiment_dirs,
-    read_results,
-    save_figure,
-    write_json,
-    write_results_csv,
-)
-from lazylab.runner.provenance import (
-    environment,
-    git_revision,
-    policy_flags,
-    reproduce_command,
-)
-from lazylab.runner.rows import tidy_rows
-
-__all__ = [
-    "OUTPUT_FILES",
-    "atomic_write",
-    "claim_test",
-    "collect_rows",
-    "draw_figure",
-    "environment",
-    "finish_experiment",
-    "format_value",
-    "git_revision",
-    "policy_flags",
-    "read_results",
-    "rebuild",
-    "reproduce_command",
-    "save_figure",
-    "theory_rows",
-    "tidy_rows",
-    "write_json",
-    "write_report",
-    "write_results_csv",
-]
+from lazylab.runner.outputs import atomic_write, experiment_dirs
+from lazylab.runner.provenance import reproduce_command
 
 
 def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None, *,
