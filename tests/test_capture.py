@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from lazylab.train import capture as cg
+from lazylab.train import ensemble, packed
 from lazylab.train.packed import train_packed_quad
 
 
@@ -100,12 +101,21 @@ def test_without_restoring_the_warm_up_a_captured_run_differs(monkeypatch):
     assert not all(torch.equal(a, b) for a, b in zip(eager.W, kept.W, strict=True))
 
 
+def test_each_trainer_registers_its_own_probe():
+    """capture.py imports no trainer: packed and ensemble put their probes in the registry
+    when they are imported, under the kind of loop they pass to ``enabled``."""
+    assert cg.PROBES["packed"] is packed._capture_probe
+    assert cg.PROBES["grid"] is ensemble._capture_probe
+    assert cg.register_probe("toy", packed._capture_probe) is packed._capture_probe
+    assert cg.PROBES.pop("toy") is packed._capture_probe
+
+
 def test_the_probe_runs_its_training_on_any_device():
     """The probe's two runs (eager and captured) are well-formed calls; on a CPU the captured
     one falls back to eager steps, saying so, and the two agree."""
-    t_eager, w_eager = cg.probe_run(torch.device("cpu"), False)
+    t_eager, w_eager = cg.PROBES["packed"](torch.device("cpu"), False)
     with pytest.warns(RuntimeWarning, match="runs eagerly"):
-        t_graph, w_graph = cg.probe_run(torch.device("cpu"), True)
+        t_graph, w_graph = cg.PROBES["packed"](torch.device("cpu"), True)
     assert all(torch.equal(a, b) for a, b in zip(w_eager, w_graph, strict=True))
 
 
@@ -143,9 +153,9 @@ def test_replayed_grid_epochs_equal_eager_epochs(monkeypatch, lrs):
 
 
 def test_the_grid_probe_runs_on_any_device():
-    _, w_eager = cg.grid_probe_run(torch.device("cpu"), False)
+    _, w_eager = cg.PROBES["grid"](torch.device("cpu"), False)
     with pytest.warns(RuntimeWarning, match="grid loop failed"):
-        _, w_graph = cg.grid_probe_run(torch.device("cpu"), True)
+        _, w_graph = cg.PROBES["grid"](torch.device("cpu"), True)
     assert all(bool(w.isfinite().all()) for w in w_eager)  # the probe times real training
     assert cg.same(w_eager, w_graph)
     assert not cg.same(w_eager, [w + 1e-6 for w in w_graph])

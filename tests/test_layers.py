@@ -81,15 +81,34 @@ def test_lower_layers_never_import_higher_ones():
     assert not bad, "\n".join(bad)
 
 
+def _targets_of(text: str, rel: tuple[str, ...]) -> set[str]:
+    """Dotted candidates of everything a file imports, one per imported name:
+    ``from lazylab.train import capture`` gives ``lazylab.train.capture`` (the submodule when
+    there is one, else the graph falls back to the package), ``import a.b`` gives ``a.b``."""
+    package = list(rel[:-1])
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - (node.level - 1)] if node.level > 1 else package
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            out.update(f"{module}.{a.name}" for a in node.names)
+    return out
+
+
 def _runtime_imports(path: Path) -> set[str]:
-    """The modules a file imports at run time: every import except those under
-    ``if TYPE_CHECKING:`` (annotations only)."""
+    """What a file imports at run time (:func:`_targets_of`): every import, in functions
+    too, except those under ``if TYPE_CHECKING:`` (annotations only, never executed)."""
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
             node.body = [ast.Pass()]
     rel = path.relative_to(ROOT.parent).with_suffix("").parts
-    return _imports_of(ast.unparse(tree), rel)
+    return _targets_of(ast.unparse(tree), rel)
 
 
 def _import_cycles() -> list[set[str]]:
@@ -139,7 +158,8 @@ def _import_cycles() -> list[set[str]]:
 
 def test_no_import_cycles():
     """No module imports, at top level or inside a function, one that imports it back
-    (directly or through others): no circle, and no lazy import hiding one."""
+    (directly or through others): no circle, and no lazy import hiding one. Imports under
+    ``if TYPE_CHECKING:`` are left out: they are never executed (annotations only)."""
     assert _import_cycles() == [], [sorted(c) for c in _import_cycles()]
 
 
@@ -150,5 +170,15 @@ def test_the_cycle_finder_finds_a_circle(tmp_path, monkeypatch):
     (pkg / "__init__.py").write_text("")
     (pkg / "a.py").write_text("def f():\n    from lazylab import b\n")
     (pkg / "b.py").write_text("from lazylab.a import f\n")
+    # ``from package import submodule`` reaches the submodule, not the package's __init__
+    (pkg / "sub").mkdir()
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "c.py").write_text("def g():\n    from lazylab.sub.d import h\n")
+    (pkg / "sub" / "d.py").write_text("from lazylab.sub import c as alias\n")
+    # an import under TYPE_CHECKING (annotations only) is no edge
+    (pkg / "e.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                              "    from lazylab import f\n")
+    (pkg / "f.py").write_text("from lazylab.e import TYPE_CHECKING\n")
     monkeypatch.setattr(__import__(__name__), "ROOT", pkg)
-    assert _import_cycles() == [{"lazylab.a", "lazylab.b"}]
+    assert sorted(map(sorted, _import_cycles())) == [["lazylab.a", "lazylab.b"],
+                                                     ["lazylab.sub.c", "lazylab.sub.d"]]

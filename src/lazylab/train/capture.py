@@ -24,8 +24,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["ENV", "GRAPH", "MIN_STEPS", "PROBES", "capture", "capture_works", "enabled",
-           "fell_back", "grid_probe_run", "probe_run", "same"]
+__all__ = ["ENV", "GRAPH", "MIN_STEPS", "PROBES", "Probe", "capture", "capture_works", "enabled",
+           "fell_back", "register_probe", "same", "timed"]
 
 #: Environment switch: "0" runs every loop eagerly.
 ENV = "LAZYLAB_CAPTURE"
@@ -121,9 +121,25 @@ def fell_back(kind: str, exc: BaseException) -> None:
                   f"it runs eagerly (same results, slower)", RuntimeWarning, stacklevel=3)
 
 
-def _timed(dev: torch.device, run: Callable[[], list[torch.Tensor]]
-           ) -> tuple[float, list[torch.Tensor]]:
-    """(seconds, parameters) of ``run()``, the device synchronised before and after."""
+Probe = Callable[[torch.device, bool], tuple[float, list[torch.Tensor]]]
+
+#: The probes, by the kind of loop they stand for. Each trainer registers its own when it is
+#: imported (:func:`register_probe`): ``"packed"`` by :mod:`lazylab.train.packed`, ``"grid"``
+#: by :mod:`lazylab.train.ensemble`; this module imports neither.
+PROBES: dict[str, Probe] = {}
+
+
+def register_probe(kind: str, probe: Probe) -> Probe:
+    """Register ``probe(device, captured) -> (seconds, trained parameters)`` as the probe of
+    one kind of loop (:func:`capture_works` runs it eager and captured); returns ``probe``."""
+    PROBES[kind] = probe
+    return probe
+
+
+def timed(dev: torch.device, run: Callable[[], list[torch.Tensor]]
+          ) -> tuple[float, list[torch.Tensor]]:
+    """(seconds, parameters) of ``run()``, the device synchronised before and after (a
+    probe's clock)."""
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     t0 = time.perf_counter()
@@ -131,43 +147,6 @@ def _timed(dev: torch.device, run: Callable[[], list[torch.Tensor]]
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     return time.perf_counter() - t0, out
-
-
-def probe_run(dev: torch.device, captured: bool) -> tuple[float, list[torch.Tensor]]:
-    """The packed trainer's probe run: seconds and trained parameters of a small Ghorbani-type
-    grid (2 members, 4 MIN_STEPS steps), eager or captured."""
-    from lazylab.train.packed import train_packed_quad
-
-    gen = torch.Generator(device=dev)
-
-    def sampler(n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        X = torch.randn(n, 16, generator=g, device=dev)
-        return X, X[:, 0] ** 2 - 1
-
-    W0 = [0.1 * torch.randn(k, 16, generator=gen.manual_seed(0), device=dev) for k in (4, 8)]
-    return _timed(dev, lambda: train_packed_quad(
-        W0, [0.01, 0.02], sampler=sampler, steps=4 * MIN_STEPS, batch_size=32,
-        generator=torch.Generator(dev).manual_seed(1), capture=captured).W)
-
-
-def grid_probe_run(dev: torch.device, captured: bool) -> tuple[float, list[torch.Tensor]]:
-    """The learning-rate x weight-decay grid's probe run (:func:`lazylab.train.ensemble.
-    train_grid`, 3resnet, 6 configurations, 40 epochs of 10 steps), eager or captured."""
-    from lazylab.models.resnet import ResNet3
-    from lazylab.train.ensemble import train_grid
-
-    g = torch.Generator(device=dev).manual_seed(0)
-    net = ResNet3(12, 6, 32, generator=g, device=dev)
-    X = torch.randn(200, 12, generator=g, device=dev)
-    Y = torch.randn(200, 6, generator=g, device=dev)
-    return _timed(dev, lambda: list(train_grid(
-        net, X, Y, lrs=[0.005, 0.01, 0.02], wds=[0.0, 1e-3], epochs=40, batch_size=20,
-        generator=torch.Generator(dev).manual_seed(1), capture=captured).params.values()))
-
-
-#: The probes, by the loop they stand for.
-PROBES: dict[str, Callable[[torch.device, bool], tuple[float, list[torch.Tensor]]]] = {
-    "packed": probe_run, "grid": grid_probe_run}
 
 
 @cache

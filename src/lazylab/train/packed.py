@@ -543,3 +543,22 @@ class _Log:
             # eval_fn is never handed non-finite numbers.
             if all(bool(torch.isfinite(x).all()) for x in part[:2]) and math.isfinite(part[2]):
                 self.eval[j, self.index[t]] = float(self.eval_fn(j, part))
+
+
+def _capture_probe(dev: torch.device, captured: bool) -> tuple[float, list[torch.Tensor]]:
+    """The packed trainers' capture probe (:func:`lazylab.train.capture.capture_works`):
+    seconds and trained parameters of a small Ghorbani-type grid (2 members, 4 MIN_STEPS
+    steps), eager or captured."""
+    gen = torch.Generator(device=dev)
+
+    def sampler(n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        X = torch.randn(n, 16, generator=g, device=dev)
+        return X, X[:, 0] ** 2 - 1
+
+    W0 = [0.1 * torch.randn(k, 16, generator=gen.manual_seed(0), device=dev) for k in (4, 8)]
+    return cg.timed(dev, lambda: train_packed_quad(
+        W0, [0.01, 0.02], sampler=sampler, steps=4 * cg.MIN_STEPS, batch_size=32,
+        generator=torch.Generator(dev).manual_seed(1), capture=captured).W)
+
+
+cg.register_probe("packed", _capture_probe)
