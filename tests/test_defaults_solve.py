@@ -252,7 +252,8 @@ def test_kernel_regressor_bias_is_the_neural_tangents_kernel_with_b_std(kernel, 
     alpha = torch.linalg.solve(dk(X) + 0.1 * torch.eye(40, dtype=D), y)
     est = KernelRegressor(kernel=kernel, trained="both", bias=0.7, ridge=0.1).fit(X, y)
     torch.testing.assert_close(est.predict(Z), dk(Z, X) @ alpha, rtol=1e-9, atol=1e-10)
-    with pytest.raises(ValueError, match=r"^bias must be a finite number >= 0; got -1\.0$"):
+    with pytest.raises(ValueError, match=r"^The 'bias' parameter of KernelRegressor must be a "
+                                         r"float in the range \[0\.0, inf\)\. Got -1\.0 "):
         KernelRegressor(bias=-1.0).fit(X, y)
 
 

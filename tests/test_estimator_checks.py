@@ -11,6 +11,7 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from lazylab.estimators import KernelRegressor, RandomFeaturesRegressor
@@ -88,5 +89,37 @@ def test_budget_decides_the_solver():
     X, y = _data(60)
     assert KernelRegressor(memory_budget=8 * 60 * 60).fit(X, y).solver_ == "direct"
     assert KernelRegressor(memory_budget=8 * 60 * 60 - 1).fit(X, y).solver_ == "cg"
-    with pytest.raises(ValueError, match="solver must be"):
+    with pytest.raises(ValueError, match=r"^The 'solver' parameter of KernelRegressor must be "
+                                         r"a str among \{'auto', 'direct', 'cg'\}\. Got 'lu'"):
         KernelRegressor(solver="lu").fit(X, y)
+
+
+@pytest.mark.parametrize(("est", "name", "says"), [
+    (KernelRegressor(ridge=-1.0), "ridge", "a float in the range [0.0, inf)"),
+    (KernelRegressor(bias=float("inf")), "bias", "a float in the range [0.0, inf)"),
+    (KernelRegressor(ridge=float("nan")), "ridge", "a float in the range [0.0, inf)"),
+    (KernelRegressor(rank=0), "rank", "an int in the range [1, inf)"),
+    (KernelRegressor(tol=0.0), "tol", "a float in the range (0.0, inf)"),
+    (KernelRegressor(trained="last"), "trained", "a str among {'first', 'both'}"),
+    (KernelRegressor(kernel="rbf"), "kernel", "a str among {'ntk', 'nngp', 'gaussian'} or an "
+                                              "object implementing '__call__' and 'diag'"),
+    (RandomFeaturesRegressor(width=0), "width", "an int in the range [1, inf)"),
+    (RandomFeaturesRegressor(scaling="sqrt"), "scaling", "a str among {'none', 'ntk', 'mf'}"),
+    (RandomFeaturesRegressor(dtype="float16"), "dtype",
+     "a str among {'float64', 'float32'} or an instance of 'torch.dtype'"),
+    (RandomFeaturesRegressor(fit_intercept="yes"), "fit_intercept", "an instance of 'bool'"),
+], ids=lambda v: v if isinstance(v, str) and " " not in v else None)
+def test_parameters_are_refused_by_their_declared_constraints(est, name, says):
+    """sklearn's parameter validation (``_parameter_constraints``) refuses a bad value at fit
+    in one line naming the parameter, the estimator and what it must be, before any data is
+    read (X here is not even an array)."""
+    with pytest.raises(InvalidParameterError) as info:
+        est.fit("not read", None)
+    msg = str(info.value)
+    assert msg.startswith(f"The {name!r} parameter of {type(est).__name__} must be {says}")
+    assert "\n" not in msg and isinstance(info.value, ValueError)
+
+
+def test_every_parameter_has_a_constraint():
+    for est in (KernelRegressor(), RandomFeaturesRegressor()):
+        assert set(type(est)._parameter_constraints) == set(est.get_params())

@@ -143,16 +143,37 @@ class _NoDiag:
         return X @ (X if Z is None else Z).T
 
 
+class _NoDevice:
+    dtype = None
+
+    def __call__(self, X, Z=None):
+        return X @ (X if Z is None else Z).T
+
+    def diag(self, X):
+        return (X * X).sum(1)
+
+
 @pytest.mark.parametrize("bad", [_NoDiag(), lambda X, Z=None: X @ X.T, 3.0],
                          ids=["no-diag", "function", "number"])
-def test_object_lacking_protocol_members_is_refused_naming_kernel(bad):
+def test_object_lacking_protocol_methods_is_refused_naming_kernel(bad):
+    """The parameter constraint (sklearn's validation) refuses an object without the
+    protocol's methods before fit reads X."""
     X = np.random.default_rng(0).standard_normal((10, 3))
     with pytest.raises(ValueError) as info:
         KernelRegressor(kernel=bad).fit(X, X[:, 0])
+    assert str(info.value).startswith(
+        "The 'kernel' parameter of KernelRegressor must be a str among {'ntk', 'nngp', "
+        "'gaussian'} or an object implementing '__call__' and 'diag'. Got ")
+
+
+def test_object_lacking_protocol_attributes_is_refused_naming_them():
+    X = np.random.default_rng(0).standard_normal((10, 3))
+    with pytest.raises(ValueError) as info:
+        KernelRegressor(kernel=_NoDevice()).fit(X, X[:, 0])
     msg = str(info.value)
     assert msg.startswith("kernel must be one of ntk, nngp, gaussian or an object with "
                           + ", ".join(PROTOCOL_MEMBERS))
-    assert "diag(X)" in msg.split("which lacks ")[1]
+    assert msg.split("which lacks ")[1] == "device"
 
 
 # sklearn's own checks with a kernel object as the parameter (clone, get_params, fit on

@@ -28,17 +28,19 @@ True
 
 from __future__ import annotations
 
-import math
 import warnings
-from typing import Any
+from numbers import Integral, Real
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from lazylab.activations import Activation
 from lazylab.device import check_device, memory_budget
-from lazylab.kernels.protocol import Kernel, check_kernel
+from lazylab.kernels.protocol import KERNEL_REGISTRY, Kernel, check_kernel
 from lazylab.models.random_features import RandomFeatures
 from lazylab.solve import kernel_regression, lstsq
 from lazylab.solve.direct import kernel_ridge
@@ -47,6 +49,17 @@ from lazylab.solve.kernel_solver import check_kernel_finite, default_bandwidth, 
 __all__ = ["RandomFeaturesRegressor", "KernelRegressor"]
 
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+# Constraints shared by the regressors (sklearn's ``_parameter_constraints``).
+_NONNEGATIVE = Interval(Real, 0, None, closed="left")  # [0, inf): NaN and inf refused
+_POSITIVE = Interval(Real, 0, None, closed="neither")
+_DEVICE = [str, torch.device]  # "cpu", "cuda:0", "auto", ...: check_device at fit
+
+
+def _one_of(*names: str) -> StrOptions:
+    """sklearn's StrOptions over ``names`` in their order (a set would print them in hash
+    order, different from run to run)."""
+    return StrOptions(dict.fromkeys(names).keys())
 
 
 def _numpy(A: Any) -> Any:
@@ -161,6 +174,19 @@ class RandomFeaturesRegressor(_TorchRegressor):
     penalty_ : the penalty m s_m^2 ridge applied to ||a||^2.
     """
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        "width": [Interval(Integral, 1, None, closed="left")],
+        "activation": [str, Activation],  # a name is looked up at fit (its registry grows)
+        "ridge": [_NONNEGATIVE],
+        "seed": [Integral],
+        "device": _DEVICE,
+        "weight_std": [_POSITIVE, None],
+        "covariance": ["array-like", None],
+        "scaling": [_one_of("none", "ntk", "mf")],
+        "fit_intercept": ["boolean"],
+        "dtype": [_one_of(*_DTYPES), torch.dtype],
+    }
+
     def __init__(self, width: int = 100, activation: str = "relu", ridge: float = 1.0,
                  seed: int = 0, device: str = "cpu", weight_std: float | None = None,
                  covariance: np.ndarray | None = None, scaling: str = "none",
@@ -176,20 +202,23 @@ class RandomFeaturesRegressor(_TorchRegressor):
         self.fit_intercept = fit_intercept
         self.dtype = dtype
 
-    def _dtype(self) -> torch.dtype:
-        if isinstance(self.dtype, torch.dtype):
-            return self.dtype
-        if self.dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(_DTYPES)}; got {self.dtype!r}")
-        return _DTYPES[self.dtype]
-
+    @_fit_context(prefer_skip_nested_validation=True)  # type: ignore[untyped-decorator]
     def fit(self, X, y) -> RandomFeaturesRegressor:
-        """Draw the features and solve the ridge least-squares problem for a (and c)."""
-        if float(self.ridge) < 0:
-            raise ValueError(f"ridge must be >= 0; got {self.ridge!r}")
+        """Draw the features and solve the ridge least-squares problem for a (and c).
+
+        Parameters
+        ----------
+        X : (n, d) array-like or tensor of inputs.
+        y : (n,) or (n, k) targets.
+
+        Returns
+        -------
+        RandomFeaturesRegressor
+            The fitted estimator (``self``).
+        """
         dev = check_device(self.device)
         Xn, yn = self._fit_data(X, y)
-        dt = self._dtype()
+        dt = self.dtype if isinstance(self.dtype, torch.dtype) else _DTYPES[self.dtype]
         Xt = torch.tensor(Xn, dtype=dt, device=dev)
         yt = torch.tensor(yn, dtype=dt, device=dev)
         gen = torch.Generator(device=dev).manual_seed(int(self.seed))
@@ -288,6 +317,24 @@ class KernelRegressor(_TorchRegressor):
     fit_ : the :class:`lazylab.solve.KernelRegression` of a CG fit (CG info, residuals).
     """
 
+    _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
+        # the registry's names as they are when fit runs (a dict view, not a copy); an
+        # object's other members (device, dtype) are checked at fit (check_kernel)
+        "kernel": [StrOptions(KERNEL_REGISTRY.keys()), HasMethods(["__call__", "diag"])],
+        "activation": [str, Activation],
+        "trained": [_one_of("first", "both")],
+        "bandwidth": [_POSITIVE, None],
+        "bias": [_NONNEGATIVE],
+        "ridge": [_NONNEGATIVE],
+        "solver": [_one_of("auto", "direct", "cg")],
+        "tol": [_POSITIVE],
+        "rank": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "seed": [Integral],
+        "device": _DEVICE,
+        "memory_budget": [_NONNEGATIVE, None],
+    }
+
     def __init__(self, kernel: str | Kernel = "ntk", activation: str = "relu",
                  trained: str = "first", bandwidth: float | None = None, bias: float = 0.0,
                  ridge: float = 0.0,
@@ -309,21 +356,26 @@ class KernelRegressor(_TorchRegressor):
         self.memory_budget = memory_budget
 
     def _choose(self, n: int) -> str:
-        if self.solver not in ("auto", "direct", "cg"):
-            raise ValueError(f"solver must be 'auto', 'direct' or 'cg'; got {self.solver!r}")
         if self.solver != "auto":
             return self.solver
         budget = (memory_budget(self.device) if self.memory_budget is None
                   else int(self.memory_budget))
         return "direct" if 8 * n * n <= budget else "cg"
 
+    @_fit_context(prefer_skip_nested_validation=True)  # type: ignore[untyped-decorator]
     def fit(self, X, y) -> KernelRegressor:
-        """Solve for the coefficients alpha (y may be (n,) or (n, k))."""
-        if float(self.ridge) < 0:
-            raise ValueError(f"ridge must be >= 0; got {self.ridge!r}")
-        bias = float(self.bias)
-        if not (math.isfinite(bias) and bias >= 0):
-            raise ValueError(f"bias must be a finite number >= 0; got {self.bias!r}")
+        """Solve (K + ridge I) alpha = y for the coefficients alpha.
+
+        Parameters
+        ----------
+        X : (n, d) array-like or tensor of training inputs.
+        y : (n,) or (n, k) targets.
+
+        Returns
+        -------
+        KernelRegressor
+            The fitted estimator (``self``).
+        """
         dev = check_device(self.device)
         Xn, yn = self._fit_data(X, y)
         Xt = self._augment(torch.tensor(Xn, device=dev))
@@ -355,10 +407,10 @@ class KernelRegressor(_TorchRegressor):
                     f"{self.fit_.info.iterations} iterations (Nystrom rank "
                     f"{self.fit_.preconditioner_rank}); raise max_iter, ridge or rank, or use "
                     "solver='direct' if the kernel fits in memory", RuntimeWarning,
-                    stacklevel=2)
+                    stacklevel=3)
             for w in caught:
                 if "did not reach tol" not in str(w.message):
-                    warnings.warn(w.message, w.category, stacklevel=2)
+                    warnings.warn(w.message, w.category, stacklevel=3)
             self.alpha_ = _finite(self.fit_.alpha, "the solution of (K + ridge I) alpha = y")
             self.n_iter_ = max(1, self.fit_.info.iterations)
         self._X = Xt
