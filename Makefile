@@ -27,8 +27,9 @@ $(STAMP): pyproject.toml examples/my_experiment/pyproject.toml
 demo: $(STAMP)
 	$(BIN)/lazylab reproduce ghorbani --scale quick --out runs/demo
 
+# Every test, the slow ones too (plain `pytest` leaves those out: tests/conftest.py, SLOW_TESTS).
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "slow or not slow"
 
 # Regenerate the torch-free --set manifest after changing an experiment's parameters
 # (tests/test_param_manifest.py fails until it equals the registry).
