@@ -1,12 +1,14 @@
-"""mkdocs hook: the per-paper pages, generated from the experiment registry at build time.
+"""mkdocs hook: the per-paper pages and their navigation, generated at build time from the
+paper table (:data:`lazylab.papers.PAPERS`) and the experiment registry.
 
 Each page lists the paper's experiments (id, figure, what it shows, estimated times), the
 experiment's figure where one is committed (the quick-scale figure from ``docs/figures/ID.png``
 or ``docs/ID.png``, and the paper-scale runs' figures from ``docs/paper-scale/ID-*.png``), the
 module docstring that states the protocol and what differs from the paper (rendered by
 mkdocstrings), every claim's statement at quick scale, and a link to the experiment's
-``docs/protocols/ID.md`` page where one records how its quick protocol was chosen. Nothing
-generated is committed, so the pages cannot drift from the code.
+``docs/protocols/ID.md`` page where one records how its quick protocol was chosen. The
+navigation's ``Papers`` section (empty in mkdocs.yml) lists one page per row of the table.
+Nothing generated is committed, so the pages cannot drift from the code.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from pathlib import Path
 
 from mkdocs.structure.files import File
 
+from lazylab.papers import PAPERS
+
 DOCS = Path(__file__).resolve().parent / "docs"
-PAGES = {"arora": "papers/arora.md", "ghorbani": "papers/ghorbani.md",
-         "bailee": "papers/bailee.md", "nichani": "papers/nichani.md",
-         "allenzhu": "papers/allenzhu.md"}
+#: The navigation section the hook fills with the paper pages.
+NAV_SECTION = "Papers"
 
 
 def _duration(sec: float | None) -> str:
@@ -48,11 +51,12 @@ def _figures(eid: str, quick_seconds: float | None) -> list[str]:
 
 
 def _page(key: str) -> str:
-    from lazylab.experiments import PAPERS, all_experiments
+    from lazylab.experiments import all_experiments
 
+    paper = PAPERS[key]
     exps = [e for e in all_experiments()
             if e.paper == key and type(e).__module__.startswith("lazylab.experiments.")]
-    lines = [f"# {PAPERS[key]}", "",
+    lines = [f"# {paper.citation}", "", f"arXiv: [{paper.arxiv}]({paper.url})", "",
              f"lazylab reproduces {len(exps)} experiment(s) of this paper. Each runs with "
              "`lazylab reproduce ID` (quick scale, a 2-core CPU) or `--scale paper` (the "
              "paper's sizes, one GPU); every claim's verdict, with its measured and expected "
@@ -81,7 +85,22 @@ def _page(key: str) -> str:
     return "\n".join(lines)
 
 
+def paper_nav() -> list[dict[str, str]]:
+    """The ``Papers`` navigation section: one ``{label: page}`` per row of the paper table."""
+    return [{paper.short: paper.page} for paper in PAPERS.values()]
+
+
+def on_config(config):
+    """Fill the navigation's (empty) ``Papers`` section from the paper table."""
+    sections = [item for item in config.nav or [] if isinstance(item, dict) and NAV_SECTION in item]
+    if len(sections) != 1:
+        raise ValueError(f"mkdocs.yml's nav needs exactly one '{NAV_SECTION}' section for the "
+                         f"paper pages; found {len(sections)}")
+    sections[0][NAV_SECTION] = paper_nav()
+    return config
+
+
 def on_files(files, config):
-    for key, uri in PAGES.items():
-        files.append(File.generated(config, uri, content=_page(key)))
+    for key, paper in PAPERS.items():
+        files.append(File.generated(config, paper.page, content=_page(key)))
     return files

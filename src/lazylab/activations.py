@@ -35,8 +35,6 @@ Fn = Callable[[torch.Tensor], torch.Tensor]
 #: A closed-form Gaussian dual kernel (X, Z or None) -> (n, n') matrix of E_w[f(w.x) g(w.z)].
 Dual = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 
-__all__ = ["Activation", "get_activation", "ACTIVATIONS", "hermite_e"]
-
 
 # Piecewise-smooth activations have at most a kink at 0, so a Gauss-Legendre rule on
 # [-L, 0] and [0, L] separately integrates them against the Gaussian density to ~1e-13;

@@ -30,10 +30,6 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["resolve_device", "check_device", "available_devices", "set_memory_budget",
-           "memory_budget", "block_elems", "row_blocks", "blocked_rows", "CPU_BLOCK_BYTES",
-           "gpu_block_bytes"]
-
 #: Default bytes per block on CPU: 256 MiB.
 CPU_BLOCK_BYTES = 1 << 28
 _CUDA_FRACTION = 16

@@ -13,9 +13,6 @@ computing anything.
 
 from __future__ import annotations
 
-__all__ = ["DataNotFound", "InputError", "LazylabError", "OutOfTime", "StoreFault",
-           "UnitFailed"]
-
 
 class LazylabError(Exception):
     """An error the CLI reports in one line (no traceback) with ``exit_code``.

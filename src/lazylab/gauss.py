@@ -28,8 +28,6 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["gauss_legendre", "gauss_normal", "gauss_normal_split"]
-
 
 @lru_cache(maxsize=16)
 def gauss_legendre(n: int) -> tuple[np.ndarray, np.ndarray]:

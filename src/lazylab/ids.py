@@ -17,16 +17,16 @@ from __future__ import annotations
 import difflib
 import re
 
-__all__ = ["EXPERIMENT_PAPERS", "ID_PATTERN", "PAPER_KEYS", "id_problem", "plugin_names",
-           "unknown_targets", "suggest"]
+from lazylab.papers import PAPERS
 
 #: An experiment id, paper key or plugin entry-point name: lower-case letters and digits in
 #: words joined by single hyphens (``bailee-xor``), at most :data:`ID_MAX` characters.
 ID_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 ID_MAX = 64
 
-#: Paper keys of the built-in experiments, in the order of the papers' table.
-PAPER_KEYS: tuple[str, ...] = ("arora", "ghorbani", "bailee", "nichani", "allenzhu")
+#: Paper keys of the built-in experiments, in the order of the papers' table
+#: (:data:`lazylab.papers.PAPERS`).
+PAPER_KEYS: tuple[str, ...] = tuple(PAPERS)
 
 
 def _papers() -> dict[str, str]:

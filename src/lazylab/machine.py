@@ -8,8 +8,6 @@ import ctypes.util
 import os
 from typing import Any
 
-__all__ = ["ALLOCATOR_ENV", "keep_freed_memory", "machine_memory"]
-
 #: Environment switch: ``LAZYLAB_CPU_ALLOCATOR=system`` leaves the C allocator as it is.
 ALLOCATOR_ENV = "LAZYLAB_CPU_ALLOCATOR"
 #: mallopt(3) parameters of glibc (malloc.h): M_TRIM_THRESHOLD, M_MMAP_THRESHOLD.

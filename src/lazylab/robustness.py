@@ -36,14 +36,11 @@ from lazylab.errors import InputError
 if TYPE_CHECKING:
     from lazylab.experiments.base import Claim, Experiment, ExperimentParams
 
-__all__ = ["BUDGET_SECONDS", "Setting", "default_replicates", "plan_settings", "replicate_claims",
-           "summarize", "write_outputs"]
-
 #: Default robustness runs of one experiment aim at this wall time: a 15-minute budget, within
 #: which the seed rule fits as many seeds per setting as the experiment's estimate allows.
-BUDGET_SECONDS = 900.0
+_BUDGET_SECONDS = 900.0
 #: Default number of seeds (replicates) per setting, before the budget cut.
-DEFAULT_REPLICATES = 5
+_DEFAULT_REPLICATES = 5
 
 COLUMNS = ("setting", "seed", "claim", "status", "measured", "expected", "tolerance", "ratio")
 
@@ -101,9 +98,9 @@ def plan_settings(exp: Experiment, scale: str, vary: dict[str, list[str]] | None
 def default_replicates(cost_per_replicate: float, n_settings: int) -> int:
     """Seeds per setting: 5, fewer if the whole robustness run would exceed 15 minutes."""
     if cost_per_replicate <= 0:
-        return DEFAULT_REPLICATES
-    fit = int(BUDGET_SECONDS // (cost_per_replicate * max(1, n_settings)))
-    return max(1, min(DEFAULT_REPLICATES, fit))
+        return _DEFAULT_REPLICATES
+    fit = int(_BUDGET_SECONDS // (cost_per_replicate * max(1, n_settings)))
+    return max(1, min(_DEFAULT_REPLICATES, fit))
 
 
 def replicate_claims(exp: Experiment, p: ExperimentParams, rows: Sequence[dict[str, Any]],

@@ -19,8 +19,6 @@ if TYPE_CHECKING:  # imported lazily: the CLI checks arguments before importing 
     import numpy as np
     import torch
 
-__all__ = ["canonical_key", "derive_seed", "torch_generator", "numpy_rng"]
-
 
 def canonical_key(key: dict[str, Any]) -> str:
     """A unit key as canonical JSON (sorted keys, no spaces)."""

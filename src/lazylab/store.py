@@ -43,8 +43,6 @@ from typing import Any, TypeVar
 
 from lazylab.errors import StoreFault
 
-__all__ = ["STORE_NAME", "Store", "StoredUnit"]
-
 #: File name of the store inside an output directory.
 STORE_NAME = "lazylab.sqlite"
 

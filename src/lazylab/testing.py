@@ -54,10 +54,6 @@ from lazylab.seeding import canonical_key
 
 CPU = torch.device("cpu")
 
-__all__ = ["CPU", "Check", "Run", "check_every_claim_can_fail", "check_experiment",
-           "check_slope_claims_resolve", "experiment_checks", "perturbations", "run_in_memory",
-           "tilted"]
-
 
 @dataclass
 class Run:

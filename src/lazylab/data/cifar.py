@@ -33,9 +33,6 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CIFAR10_BIN_TEST", "CIFAR10_BIN_TRAIN", "CIFAR10_CLASSES", "CIFAR10_TEST",
-           "CIFAR10_TRAIN", "read_cifar_batch", "read_cifar_batches", "read_cifar_bin"]
-
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
                    "ship", "truck")
 CIFAR10_TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))

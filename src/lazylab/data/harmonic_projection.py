@@ -45,8 +45,6 @@ import numpy as np
 from lazylab.data.harmonics import gegenbauer_q, num_harmonics
 from lazylab.data.spherical import gegenbauer_coeffs
 
-__all__ = ["RidgeSum", "project_mc", "projection_norm_mc", "residual_norm_mc"]
-
 ScalarFn = Callable[[np.ndarray], np.ndarray]
 
 

@@ -29,8 +29,6 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-__all__ = ["dim_poly_leq", "gegenbauer_q", "hermite_e", "num_harmonics"]
-
 ArrayT = TypeVar("ArrayT", torch.Tensor, np.ndarray, float)
 
 

@@ -23,18 +23,10 @@ from collections.abc import Callable
 
 import torch
 
-from lazylab.data.paper_targets import HardInstance, HierarchicalParity, allenzhu_parity6
-
-__all__ = [
-    "HardInstance",
-    "HierarchicalParity",
-    "allenzhu_parity6",
-    "all_cube_points",
-    "exact_risk",
-    "t1_reference_levels",
-    "t2_reference_levels",
-    "t3_reference_levels",
-]
+# Defined in paper_targets (exported by lazylab.data); importable from here too.
+from lazylab.data.paper_targets import HardInstance as HardInstance
+from lazylab.data.paper_targets import HierarchicalParity as HierarchicalParity
+from lazylab.data.paper_targets import allenzhu_parity6 as allenzhu_parity6
 
 
 def t1_reference_levels(k: int, alpha: float, beta: float) -> dict[str, float]:

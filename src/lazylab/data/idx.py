@@ -25,9 +25,6 @@ from typing import BinaryIO
 
 import numpy as np
 
-__all__ = ["IDX_TYPES", "MAX_GZIP_RATIO", "MAX_IDX_BYTES", "IdxHeader", "read_idx",
-           "read_idx_header", "write_idx"]
-
 #: IDX type code -> big-endian numpy dtype.
 IDX_TYPES: dict[int, np.dtype] = {
     0x08: np.dtype(">u1"),
@@ -43,7 +40,7 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 #: Largest payload an IDX header may declare: 1 GiB, 20 times Fashion-MNIST's largest file
 #: (47 MB of training images).
-MAX_IDX_BYTES = 1 << 30
+_MAX_IDX_BYTES = 1 << 30
 
 #: Deflate cannot expand its input more than 1032 times (a 258-byte match per 2-bit code), so
 #: a gzip file declaring more data than this many times its own size is truncated for sure.
@@ -93,7 +90,7 @@ def _open(raw: BinaryIO) -> tuple[BinaryIO, bool]:
 
 def _parse_header(f: BinaryIO, path: Path, gz: bool, file_bytes: int) -> IdxHeader:
     """Read and check the header: magic, type code, and a declared size that the file can
-    hold (:data:`MAX_IDX_BYTES`; a raw file's size; :data:`MAX_GZIP_RATIO` times a gzip's)."""
+    hold (1 GiB at most; a raw file's size; :data:`MAX_GZIP_RATIO` times a gzip's)."""
     head = _safe_read(f, 4, path)
     if len(head) < 4 or head[0] != 0 or head[1] != 0:
         raise ValueError(f"{path}: not an IDX file (the magic number must start with two "
@@ -106,8 +103,8 @@ def _parse_header(f: BinaryIO, path: Path, gz: bool, file_bytes: int) -> IdxHead
     shape = tuple(int(s) for s in np.frombuffer(dims, dtype=">u4", count=ndim))
     h = IdxHeader(path, shape, IDX_TYPES[code], gz, 4 + 4 * ndim, file_bytes)
     declared = f"the IDX header declares {shape} of {h.dtype.str}, {h.nbytes} bytes"
-    if h.nbytes > MAX_IDX_BYTES:
-        raise ValueError(f"{path}: {declared}; at most {MAX_IDX_BYTES} are read")
+    if h.nbytes > _MAX_IDX_BYTES:
+        raise ValueError(f"{path}: {declared}; at most {_MAX_IDX_BYTES} are read")
     if not gz and h.header_bytes + h.nbytes > file_bytes:
         raise ValueError(f"{path}: truncated IDX data: {declared}, but the file holds "
                          f"{file_bytes - h.header_bytes}")

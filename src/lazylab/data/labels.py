@@ -20,8 +20,6 @@ import torch
 
 from lazylab.data.samplers import rademacher
 
-__all__ = ["corrupt_labels", "flip_labels", "random_labels", "sign_labels"]
-
 
 def _check_prob(value: float, name: str) -> None:
     if not (isinstance(value, int | float) and 0.0 <= value <= 1.0):

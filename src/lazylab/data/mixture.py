@@ -43,8 +43,6 @@ from lazylab.data.quadratic import as_matrix, is_symmetric, per_device, sampling
 from lazylab.gauss import gauss_normal
 from lazylab.seeding import numpy_rng, torch_generator
 
-__all__ = ["diag_delta", "GaussianMixture", "mmse_asymptotic"]
-
 # Gauss-Hermite (probabilists') rule for E g(G), G ~ N(0,1); tanh is entire and bounded, so
 # 121 nodes integrate it to machine precision for the m (< 50) of interest.
 _GH_NODES, _GH_WEIGHTS = gauss_normal(121)

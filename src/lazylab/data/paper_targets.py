@@ -39,22 +39,6 @@ from lazylab.data.targets import (
     random_unit_vector,
 )
 
-__all__ = [
-    "ARORA_EXAMPLES",
-    "DenseHarmonic",
-    "HardInstance",
-    "HierarchicalParity",
-    "allenzhu_parity6",
-    "arora_example",
-    "dense_quadratic",
-    "low_degree_plus_sparse",
-    "nichani_fig1_target",
-    "nichani_fig2_target",
-    "random_sparse",
-    "xor2",
-]
-
-
 # ----------------------------------------------------------------------------- Arora et al.
 
 def _z_arctan(z: torch.Tensor) -> torch.Tensor:

@@ -43,8 +43,6 @@ from lazylab.seeding import numpy_rng
 
 T = TypeVar("T")
 
-__all__ = ["exponential_B", "QuadraticTarget"]
-
 
 def exponential_B(d: int, seed: int, *, scale: float | None = None) -> np.ndarray:
     """The paper's target matrix B = scale * diag(b_1, ..., b_d), b_j iid Exp(1).

@@ -53,10 +53,6 @@ from lazylab.data.cifar import (
 from lazylab.data.idx import IdxHeader, read_idx, read_idx_header
 from lazylab.errors import DataNotFound
 
-__all__ = ["DATASETS", "DatasetNotFound", "find_dataset", "load_dataset", "load_raw",
-           "available", "mnist5k_path",
-           "search_paths"]
-
 DATASETS = ("digits", "fashion-mnist", "mnist", "cifar10", "mnist-5k")
 #: The one-pool data sets (no official train/test split).
 POOLED = ("digits", "mnist-5k")

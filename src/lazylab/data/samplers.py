@@ -28,16 +28,6 @@ import math
 import numpy as np
 import torch
 
-__all__ = [
-    "anisotropic_sphere",
-    "gaussian",
-    "hard_instance_inputs",
-    "hypercube",
-    "projection_law",
-    "rademacher",
-    "sphere",
-]
-
 Device = torch.device | str | None
 
 

@@ -36,16 +36,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.linalg import eigh_tridiagonal
 
-from lazylab.data.harmonics import dim_poly_leq, gegenbauer_q, num_harmonics
-
-__all__ = [
-    "dim_poly_leq",
-    "gegenbauer_coeffs",
-    "num_harmonics",
-    "ridge_degree_norms",
-    "tau_expect",
-    "tau_nodes",
-]
+from lazylab.data.harmonics import gegenbauer_q, num_harmonics
 
 ScalarFn = Callable[[np.ndarray], np.ndarray]
 

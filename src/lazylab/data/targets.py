@@ -28,23 +28,6 @@ import torch
 
 from lazylab.data.harmonics import gegenbauer_q, hermite_e, num_harmonics
 
-__all__ = [
-    "TEACHER_ACTIVATIONS",
-    "Gegenbauer",
-    "Hermite",
-    "Parity",
-    "Polynomial",
-    "QuadraticForm",
-    "Ridge",
-    "Scaled",
-    "Sum",
-    "Target",
-    "TeacherNet",
-    "as_vector",
-    "random_teacher",
-    "random_unit_vector",
-]
-
 Fn = Callable[[torch.Tensor], torch.Tensor]
 VectorLike = torch.Tensor | Sequence[float]
 

@@ -10,5 +10,9 @@ in a package that imports neither (re-exported from :mod:`lazylab.kernels`).
 from lazylab.duals.arccos import arccos_j, relu_power_nngp, relu_power_ntk
 from lazylab.duals.dual import erf_dual, gaussian_moment, poly_derivative, poly_dual, sin_dual
 
-__all__ = ["arccos_j", "erf_dual", "gaussian_moment", "poly_derivative", "poly_dual",
-           "relu_power_nngp", "relu_power_ntk", "sin_dual"]
+__all__ = [
+    # arc-cosine kernels of the ReLU powers (Cho & Saul 2009)
+    "arccos_j", "relu_power_nngp", "relu_power_ntk",
+    # exact Gaussian moments of polynomials, and the erf and sine duals
+    "erf_dual", "gaussian_moment", "poly_derivative", "poly_dual", "sin_dual",
+]

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["GramStats", "check_pair", "gram_stats", "check_choice"]
-
 
 def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
     """Raise ``ValueError`` naming ``name`` unless ``value`` is one of ``allowed``."""

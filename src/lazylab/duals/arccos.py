@@ -42,8 +42,6 @@ import torch
 
 from lazylab.duals._inputs import GramStats, check_pair, gram_stats, safe_reciprocal
 
-__all__ = ["arccos_j", "relu_power_nngp", "relu_power_ntk"]
-
 # Row blocks of the cosines: at most _MAX_BLOCKS blocks, each of at least _MIN_BLOCK elements.
 # Blocking keeps the scratch buffer small (a full-size second n x n' array costs more in page
 # faults than the elementwise passes themselves) and a block's five passes closer to the

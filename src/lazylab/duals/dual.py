@@ -34,8 +34,6 @@ import torch
 
 from lazylab.duals._inputs import check_pair, gram_stats
 
-__all__ = ["gaussian_moment", "poly_dual", "erf_dual", "sin_dual", "poly_derivative"]
-
 
 def _double_factorial_odd(m: int) -> int:
     # (m)!! for odd m >= -1, with (-1)!! = 1

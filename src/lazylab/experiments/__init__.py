@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lazylab.experiments.base import Claim, Experiment, Results
+from lazylab.papers import PAPERS as _PAPER_TABLE
 
 __all__ = [
     "ENTRY_POINT_GROUP", "REGISTRY", "PAPERS", "register", "get_experiment", "all_experiments",
@@ -17,17 +18,9 @@ __all__ = [
 
 REGISTRY: dict[str, Experiment] = {}
 
-#: Paper keys (the short names used in experiment ids, the CLI and the docs).
-PAPERS = {
-    "arora": "Arora, Du, Hu, Li, Wang 2019, Fine-Grained Analysis of Optimization and "
-             "Generalization for Overparameterized Two-Layer Neural Networks",
-    "ghorbani": "Ghorbani, Mei, Misiakiewicz, Montanari 2019, Limitations of Lazy Training of "
-                "Two-layers Neural Networks",
-    "bailee": "Bai, Lee 2020, Beyond Linearization: On Quadratic and Higher-Order Approximation "
-              "of Wide Neural Networks",
-    "nichani": "Nichani, Bai, Lee 2022, Identifying good directions to escape the NTK regime",
-    "allenzhu": "Allen-Zhu, Li 2019, What Can ResNet Learn Efficiently, Going Beyond Kernels?",
-}
+#: Paper keys (the short names used in experiment ids, the CLI and the docs) and each paper's
+#: one-line citation, from the paper table :data:`lazylab.papers.PAPERS`.
+PAPERS: dict[str, str] = {key: paper.citation for key, paper in _PAPER_TABLE.items()}
 
 
 #: Paper-scale estimates projected by ``bench/bench_paper_scale.py --write-estimates`` (the

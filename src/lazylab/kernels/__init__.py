@@ -18,36 +18,36 @@ empirical NTK of any module.
   Gaussian expectations), :func:`gaussian_expectation` (2-D quadrature for any f, g).
 """
 
-from lazylab.duals.arccos import arccos_j, relu_power_nngp, relu_power_ntk
-from lazylab.duals.dual import erf_dual, gaussian_moment, poly_dual, sin_dual
+from lazylab.duals import (
+    arccos_j,
+    erf_dual,
+    gaussian_moment,
+    poly_dual,
+    relu_power_nngp,
+    relu_power_ntk,
+    sin_dual,
+)
 from lazylab.kernels.closed_form import derivative_kernel, nngp, ntk
 from lazylab.kernels.deep import DeepKernel
 from lazylab.kernels.empirical import EntkInfo, empirical_ntk, trained_names
 from lazylab.kernels.empirical_kernel import EmpiricalKernel
 from lazylab.kernels.gaussian import gaussian_kernel
 from lazylab.kernels.implicit import NTKOperator
-from lazylab.kernels.protocol import Kernel, kernel_object
+from lazylab.kernels.protocol import ClosedFormKernel, Kernel, kernel_object
 from lazylab.kernels.quadrature import gaussian_expectation
 
 __all__ = [
+    # infinite-width kernels of two-layer networks
+    "derivative_kernel", "nngp", "ntk",
+    # deep, convolutional and residual networks
     "DeepKernel",
-    "EmpiricalKernel",
-    "EntkInfo",
-    "Kernel",
-    "NTKOperator",
-    "arccos_j",
-    "derivative_kernel",
-    "empirical_ntk",
-    "erf_dual",
-    "gaussian_expectation",
+    # the kernel protocol and the closed forms as kernel objects
+    "ClosedFormKernel", "Kernel", "kernel_object",
+    # the RBF baseline
     "gaussian_kernel",
-    "gaussian_moment",
-    "kernel_object",
-    "nngp",
-    "ntk",
-    "poly_dual",
-    "relu_power_nngp",
-    "relu_power_ntk",
-    "sin_dual",
-    "trained_names",
+    # finite-width (empirical) tangent kernels
+    "EmpiricalKernel", "EntkInfo", "NTKOperator", "empirical_ntk", "trained_names",
+    # building blocks: dual kernels (from lazylab.duals) and Gaussian quadrature
+    "arccos_j", "erf_dual", "gaussian_expectation", "gaussian_moment", "poly_dual",
+    "relu_power_nngp", "relu_power_ntk", "sin_dual",
 ]

@@ -30,21 +30,18 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["RANDOM_IN_TRAINING", "train_mode_randomness", "check_deterministic",
-           "check_tensor_output", "check_chunk"]
-
 #: Modules whose output in training mode is random (dropout, RReLU's random slope) or
 #: depends on the other rows of the batch (batch normalization).
-RANDOM_IN_TRAINING: tuple[type[nn.Module], ...] = (
+_RANDOM_IN_TRAINING: tuple[type[nn.Module], ...] = (
     nn.modules.dropout._DropoutNd, nn.RReLU, nn.modules.batchnorm._BatchNorm)
 
 
 def train_mode_randomness(net: nn.Module) -> list[str]:
     """``"name -> Class"`` of every submodule of ``net`` (itself included) that is in training
-    mode and of a kind in :data:`RANDOM_IN_TRAINING`, in module order."""
+    mode and random there (dropout, RReLU) or batch-dependent (batch norm), in module order."""
     return [f"{name or '(the net itself)'} -> {type(m).__name__}"
             for name, m in net.named_modules()
-            if m.training and isinstance(m, RANDOM_IN_TRAINING)]
+            if m.training and isinstance(m, _RANDOM_IN_TRAINING)]
 
 
 def check_deterministic(net: nn.Module, who: str, name: str = "net") -> None:

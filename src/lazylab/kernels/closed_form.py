@@ -40,8 +40,6 @@ from lazylab.duals._inputs import check_choice, check_pair
 from lazylab.duals.arccos import relu_power_ntk
 from lazylab.kernels.quadrature import gaussian_expectation
 
-__all__ = ["ntk", "nngp", "derivative_kernel"]
-
 _TRAINED = ("first", "both")
 _METHODS = ("auto", "quadrature")
 

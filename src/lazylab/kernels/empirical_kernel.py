@@ -25,8 +25,6 @@ from torch import nn
 
 from lazylab.kernels.empirical import TrainedSpec, empirical_ntk
 
-__all__ = ["EmpiricalKernel"]
-
 
 class EmpiricalKernel:
     """The empirical NTK of ``net`` as a kernel object.

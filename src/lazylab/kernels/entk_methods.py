@@ -42,9 +42,6 @@ from lazylab.kernels.structured import (
     structured_features,
 )
 
-__all__ = ["EntkInfo", "METHODS", "OutputSpec", "output_spec", "check_deterministic",
-           "model_function", "plan_methods", "generic_ntk"]
-
 _log = logging.getLogger(__name__)
 
 METHODS = ("auto", "jacobian", "ntvp", "structured", "autodiff")

@@ -20,8 +20,6 @@ import torch
 
 from lazylab.duals._inputs import check_pair
 
-__all__ = ["gaussian_kernel"]
-
 
 def gaussian_kernel(X: torch.Tensor, Z: torch.Tensor | None = None, *,
                     bandwidth: float = 1.0) -> torch.Tensor:

@@ -40,8 +40,6 @@ from torch.func import functional_call, jvp, vjp
 
 from lazylab.kernels._module_checks import check_chunk, check_deterministic, check_tensor_output
 
-__all__ = ["NTKOperator"]
-
 
 class NTKOperator:
     """K = J J^T of ``net`` at inputs ``X`` (n rows), by products only (module docstring).

@@ -33,9 +33,6 @@ import torch
 from lazylab.kernels.closed_form import nngp, ntk
 from lazylab.kernels.gaussian import gaussian_kernel
 
-__all__ = ["Kernel", "ClosedFormKernel", "KERNEL_REGISTRY", "PROTOCOL_MEMBERS", "kernel_object",
-           "check_kernel"]
-
 #: The members a kernel object must have (named in the refusal of one that lacks any).
 PROTOCOL_MEMBERS = ("__call__(X, Z=None)", "diag(X)", "device", "dtype")
 

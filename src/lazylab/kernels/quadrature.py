@@ -47,8 +47,6 @@ from lazylab.device import block_elems
 from lazylab.duals._inputs import check_pair, gram_stats
 from lazylab.gauss import gauss_legendre
 
-__all__ = ["gaussian_expectation"]
-
 Fn = Callable[[torch.Tensor], torch.Tensor]
 
 _R_MAX = 12.0          # int_12^inf r e^{-r^2/2} dr = e^{-72} ~ 5e-32

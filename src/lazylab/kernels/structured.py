@@ -44,9 +44,6 @@ from torch.func import functional_call, vjp, vmap
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-__all__ = ["StructuredPlan", "plan_structured", "structured_features", "structured_combine",
-           "linear_costs"]
-
 _CONV = (nn.Conv1d, nn.Conv2d)
 _SPECIAL = (nn.Linear, *_CONV)
 # A subclass that overrides forward may compute something else: it takes the local route.

@@ -44,20 +44,6 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = [
-    "FourierSystem",
-    "best_risk",
-    "cube_points",
-    "dot_product_spectrum",
-    "fraction_good",
-    "fwht",
-    "krawtchouk_table",
-    "leverage_scores",
-    "parseval_risk",
-    "subset_mask",
-    "subsets",
-]
-
 _MAX_D = 22
 
 

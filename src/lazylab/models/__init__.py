@@ -11,9 +11,14 @@
   TwoLayerNet and torch.func for any module.
 - :class:`SignRandomizedNet`, :class:`HigherOrderRandomizedNet`, :func:`moment_matched_pair`:
   the randomized networks of Bai & Lee 2020 (Secs. 3 and 6) with exact moments.
+- :class:`MLP2`, :class:`MLP3`, :class:`ResNet3`: Allen-Zhu & Li's (2019) learners, and
+  :class:`StackedGrads` / :func:`stacked_forward`: their per-sample gradients in one pass.
+- :mod:`lazylab.models.bailee`, :mod:`lazylab.models.nichani`: each paper's explicit
+  constructions.
 """
 
 from lazylab.models.groups import GROUP_NAMES, param_group, param_groups
+from lazylab.models.mlp import MLP2, MLP3, SignOutputNet
 from lazylab.models.ntk_param import ntk_parametrize
 from lazylab.models.random_features import RandomFeatures, gaussian_weights
 from lazylab.models.randomized import (
@@ -22,24 +27,20 @@ from lazylab.models.randomized import (
     SignRandomizedNet,
     moment_matched_pair,
 )
+from lazylab.models.resnet import ResNet3
+from lazylab.models.stacked import StackedGrads, stacked_forward
 from lazylab.models.taylor import LinearizedModel, QuadraticModel, TaylorModel, taylor_terms
 from lazylab.models.two_layer import TwoLayerNet, scale_factor
 
 __all__ = [
-    "GROUP_NAMES",
-    "param_group",
-    "param_groups",
-    "TwoLayerNet",
-    "scale_factor",
-    "RandomFeatures",
-    "gaussian_weights",
-    "taylor_terms",
-    "TaylorModel",
-    "LinearizedModel",
-    "QuadraticModel",
-    "SignRandomizedNet",
-    "HigherOrderRandomizedNet",
-    "MomentMatchedPair",
-    "moment_matched_pair",
-    "ntk_parametrize",
+    # parameter groups
+    "GROUP_NAMES", "param_group", "param_groups",
+    # the two-layer network and random features
+    "TwoLayerNet", "scale_factor", "RandomFeatures", "gaussian_weights", "ntk_parametrize",
+    # Taylor models
+    "taylor_terms", "TaylorModel", "LinearizedModel", "QuadraticModel",
+    # randomized networks (Bai & Lee 2020)
+    "SignRandomizedNet", "HigherOrderRandomizedNet", "MomentMatchedPair", "moment_matched_pair",
+    # Allen-Zhu & Li's learners and their stacked per-sample gradients
+    "MLP2", "MLP3", "ResNet3", "SignOutputNet", "StackedGrads", "stacked_forward",
 ]

@@ -40,9 +40,6 @@ from typing import Protocol, TypeGuard, runtime_checkable
 import torch
 from torch import nn
 
-__all__ = ["GROUP_NAMES", "HasParamGroups", "param_groups", "param_group",
-           "group_param_names", "is_group_name"]
-
 #: The role names a ``param_groups()`` dict may use.
 GROUP_NAMES = ("first", "hidden", "last", "all")
 

@@ -23,8 +23,6 @@ from torch import nn
 from lazylab.models.resnet import _param, init_std
 from lazylab.models.stacked import MLP2_PASSES, MLP3_PASSES, StackedGrads
 
-__all__ = ["MLP2", "MLP3", "SignOutputNet"]
-
 
 def _check(**sizes: int) -> None:
     for name, v in sizes.items():

@@ -43,8 +43,6 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-__all__ = ["ntk_parametrize"]
-
 
 class _Scale(nn.Module):
     """The parametrization w -> c w."""

@@ -27,8 +27,6 @@ from torch import nn
 from lazylab.activations import Activation, get_activation
 from lazylab.models.two_layer import scale_factor
 
-__all__ = ["RandomFeatures", "gaussian_weights"]
-
 
 def gaussian_weights(d: int, width: int, *, weight_std: float = 1.0,
                      covariance: torch.Tensor | None = None,

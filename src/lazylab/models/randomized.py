@@ -50,9 +50,6 @@ from torch import nn
 
 from lazylab.models.two_layer import TwoLayerNet
 
-__all__ = ["MomentMatchedPair", "moment_matched_pair", "SignRandomizedNet",
-           "HigherOrderRandomizedNet"]
-
 
 @dataclass(frozen=True)
 class MomentMatchedPair:

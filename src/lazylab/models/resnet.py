@@ -31,8 +31,6 @@ from torch import nn
 
 from lazylab.models.stacked import RESNET3_PASSES, StackedGrads
 
-__all__ = ["ResNet3", "init_std"]
-
 _INITS = ("normal", "fan")
 
 

@@ -53,9 +53,6 @@ from typing import ClassVar
 
 import torch
 
-__all__ = ["MLP2_PASSES", "MLP3_PASSES", "Into", "Passes", "RESNET3_PASSES", "StackedGrads",
-           "deposit", "stacked_forward"]
-
 Params = Mapping[str, torch.Tensor]
 Grads = tuple[dict[str, torch.Tensor], torch.Tensor]
 Acts = dict[str, torch.Tensor]

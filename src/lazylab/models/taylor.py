@@ -43,8 +43,6 @@ from torch.func import functional_call, jvp
 from lazylab.models.groups import GROUP_NAMES, group_param_names, is_group_name, param_groups
 from lazylab.models.two_layer import TwoLayerNet
 
-__all__ = ["taylor_terms", "TaylorModel", "LinearizedModel", "QuadraticModel"]
-
 _CLOSED_FORM_PARAMS = {"W", "a", "c"}
 
 

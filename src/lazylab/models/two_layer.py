@@ -32,8 +32,6 @@ from torch import nn
 
 from lazylab.activations import Activation, get_activation
 
-__all__ = ["TwoLayerNet", "scale_factor"]
-
 Scaling = Literal["ntk", "mf", "none"]
 
 _SCALES = {"ntk": lambda m: 1 / math.sqrt(m), "mf": lambda m: 1 / m, "none": lambda m: 1.0}

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["as_matrix", "cholesky_solve_checked", "eigh_solve", "svd_solve", "check_ridge"]
-
 # Relative jitters tried, in units of eps * mean(diag A), when Cholesky fails with ridge > 0.
 _JITTER_EXPONENTS = (1, 2, 3, 4, 5, 6)
 

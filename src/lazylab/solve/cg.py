@@ -29,8 +29,6 @@ import torch
 
 from lazylab.solve._linalg import as_matrix, check_ridge
 
-__all__ = ["kernel_ridge_cg", "CGInfo"]
-
 Matvec = Callable[[torch.Tensor], torch.Tensor]
 
 

@@ -38,8 +38,6 @@ from lazylab.solve._linalg import (
     svd_solve,
 )
 
-__all__ = ["lstsq", "kernel_ridge"]
-
 
 def _check_matrix(M: torch.Tensor, name: str) -> None:
     if not isinstance(M, torch.Tensor) or M.dim() != 2:

@@ -30,8 +30,6 @@ import torch
 
 from lazylab.solve._linalg import check_ridge, cholesky_solve_checked, eigh_solve
 
-__all__ = ["NormalEquations"]
-
 
 class NormalEquations:
     """Running sums F^T F, F^T y, ||y||^2 and n of a least-squares problem.

@@ -51,8 +51,6 @@ import torch
 
 from lazylab.solve.cg import CGInfo
 
-__all__ = ["NTLeastSquares", "nt_least_squares"]
-
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
 
 

@@ -50,10 +50,8 @@ from lazylab.solve.cg import CGInfo, kernel_ridge_cg
 from lazylab.solve.direct import kernel_ridge
 from lazylab.solve.kernel_solver import KernelRegression, NystromPreconditioner, seeded_generator
 
-__all__ = ["operator_regression", "choose_operator_solver", "dense_kernel", "OPERATOR_RANK"]
-
 #: Default rank of the Nystrom preconditioner of the matrix-free path (r products up front).
-OPERATOR_RANK = 50
+_OPERATOR_RANK = 50
 _SOLVERS = ("auto", "direct", "cg")
 
 
@@ -121,7 +119,7 @@ def _direct(op: Any, Y: torch.Tensor, ridge: float, budget: int | None) -> Kerne
 
 
 def operator_regression(op: Any, y: torch.Tensor, *, ridge: float = 0.0, tol: float = 1e-4,
-                        max_iter: int = 500, solver: str = "auto", rank: int = OPERATOR_RANK,
+                        max_iter: int = 500, solver: str = "auto", rank: int = _OPERATOR_RANK,
                         memory_budget: int | None = None,
                         generator: torch.Generator | None = None, seed: int = 0,
                         callback: Callable[[int, float], None] | None = None,

@@ -30,8 +30,6 @@ from typing import Any
 
 import torch
 
-__all__ = ["CGCostEstimate", "estimate_cg_cost", "ProgressLog", "format_seconds"]
-
 
 def format_seconds(s: float) -> str:
     """Seconds as a short human duration: ``42 s``, ``7.5 min``, ``3.1 h``.

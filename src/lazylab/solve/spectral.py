@@ -23,8 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["GramSolver", "Spectrum", "eigendecompose", "span_complement"]
-
 
 @dataclass(frozen=True)
 class Spectrum:

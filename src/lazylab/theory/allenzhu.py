@@ -26,20 +26,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from lazylab.data.hierarchical import t1_reference_levels
-
-__all__ = [
-    "HAND_BUILT",
-    "SGD_FLOOR",
-    "degrees_of_freedom",
-    "leverage_fraction_bound",
-    "predicted_transition_n",
-    "rademacher_gap",
-    "ridge_transition_n",
-    "t1_reference_levels",
-    "thm2_fraction_bound",
-]
-
 #: Sec. 8.2: hand-built solutions (norm / sqrt(d), population error) of the six-parity, valid for
 #: every even m >= 200 and d >= 6 (footnote 16).
 HAND_BUILT: tuple[tuple[float, float], ...] = ((9.7, 0.12), (12.5, 0.037), (13.8, 0.011))

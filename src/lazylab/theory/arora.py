@@ -47,26 +47,9 @@ import torch
 
 from lazylab.device import block_elems
 from lazylab.kernels import ntk
-from lazylab.solve.spectral import GramSolver, Spectrum, eigendecompose
-
-__all__ = [
-    "GramSolver",
-    "Spectrum",
-    "alignment_share",
-    "complexity_measure",
-    "corrupted_label_moments",
-    "corollary62_bound",
-    "default_learning_rate",
-    "eigendecompose",
-    "h_infinity",
-    "lemma_c3_bound",
-    "predicted_distance",
-    "predicted_residual_norm",
-    "random_label_moments",
-    "theorem51_bound",
-    "theorem61_bound",
-    "worst_case_labels",
-]
+from lazylab.solve.spectral import GramSolver as GramSolver  # also importable from here
+from lazylab.solve.spectral import Spectrum
+from lazylab.solve.spectral import eigendecompose as eigendecompose  # also importable from here
 
 # float64 values per entry of a row block of H_inf in the block-wise path (the block and its
 # cosine scratch): block_elems(device) // 2 entries, 2^24 (128 MiB) on CPU (lazylab.device).

@@ -41,8 +41,6 @@ import torch
 
 from lazylab.solve.spectral import Spectrum, eigendecompose
 
-__all__ = ["WidthSpread", "combined_se", "init_gram", "width_spread"]
-
 
 def init_gram(X: torch.Tensor, independent: int, *, generator: torch.Generator,
               block: int = 4096) -> torch.Tensor:

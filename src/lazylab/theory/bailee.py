@@ -35,26 +35,6 @@ from lazylab.gauss import gauss_normal
 from lazylab.models.bailee.constructions import relu_hermite_coefficient, representable_exponent
 from lazylab.models.randomized import moment_matched_pair
 
-__all__ = [
-    "COUPLING_SLOPES",
-    "XOR_NSTAR_SLOPES",
-    "coupling_predictions",
-    "derivative_mean",
-    "folded_normal_mean",
-    "gaussian_mean",
-    "higher_order_limit",
-    "higher_order_slopes",
-    "higher_order_term_stats",
-    "init_norm_bound",
-    "relu_kernel",
-    "relu_kernel_coefficient",
-    "relu_kernel_coefficient_lower_bound",
-    "representer_errors",
-    "representer_norm_bound",
-    "representer_norm_limit",
-    "representer_norm_sd",
-]
-
 #: Predicted log-log slopes in m of the coupling quantities (Sec. 3).
 COUPLING_SLOPES: dict[str, float] = {"f_L": 0.25, "f_Q": 0.0, "std over signs": -0.25,
                                      "mean gap": -0.5}

@@ -30,17 +30,6 @@ import math
 import numpy as np
 import torch
 
-__all__ = [
-    "COROLLARY3_C",
-    "alpha_for_norm",
-    "lemma1_error_limit",
-    "mp_operator_norm",
-    "rademacher_bound",
-    "regularizer_sign_hessian_form",
-    "theorem4_lambda",
-    "theorem4_norm_factor",
-]
-
 #: The absolute constant C of Corollary 3 from the proof's AM-GM step (App. B.5, alpha = 5/14):
 #: 378 (14/5)^3 ~ 8.3e3.
 COROLLARY3_C = 378.0 * (14.0 / 5.0) ** 3

@@ -35,13 +35,6 @@ from lazylab.activations import Activation, get_activation
 from lazylab.data.mixture import GaussianMixture, mmse_asymptotic
 from lazylab.solve.spectral import span_complement
 
-__all__ = [
-    "tau", "solve_psi", "rf_qf", "rf_qf_quadratic", "rf_qf_limit", "rf_qf_iso", "rf_qf_opt",
-    "nt_qf", "nt_qf_finite", "haar_projection_moments", "nn_qf", "nn_qf_exponential",
-    "rf_mg", "rf_mg_iso", "kappa", "nt_mg", "nt_mg_asymptotic", "nt_mg_given_W",
-    "span_complement", "nn_mg", "nn_mg_limit", "mmse_mg",
-]
-
 
 # ----------------------------------------------------------------------------- helpers
 def _mat(name: str, M, d: int | None = None, *, symmetric: bool = True) -> np.ndarray:

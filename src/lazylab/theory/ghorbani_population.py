@@ -37,11 +37,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = [
-    "rf_qf_population", "nt_qf_population", "rf_mg_population", "nt_mg_population",
-    "nn_mg_population", "nn_qf_population_loss", "nn_qf_population_gd", "perp_basis",
-]
-
 _F64 = torch.float64
 
 

@@ -35,16 +35,6 @@ from lazylab.activations import Activation
 from lazylab.data.harmonics import num_harmonics
 from lazylab.data.spherical import gegenbauer_coeffs, ridge_degree_norms, tau_expect
 
-__all__ = [
-    "effective_ridge",
-    "gram_spectrum",
-    "ntk_eigenvalues",
-    "ntk_eigenvalues_asymptotic",
-    "ntk_level",
-    "ridgeless_risk",
-    "trace_identity",
-]
-
 
 def _dsigma(act: Activation) -> Callable[[np.ndarray], np.ndarray]:
     def g(z: np.ndarray) -> np.ndarray:

@@ -50,19 +50,6 @@ from lazylab.activations import Activation, get_activation
 from lazylab.data.harmonics import hermite_e
 from lazylab.models.two_layer import TwoLayerNet
 
-__all__ = [
-    "QuadraticRepresenter",
-    "coherent_direction",
-    "combine_representers",
-    "norm_2p",
-    "phase_sine",
-    "quadratic_representer",
-    "relu_hermite_coefficient",
-    "relu_rf_coefficient",
-    "representable_exponent",
-    "xor_representer",
-]
-
 
 def norm_2p(W: torch.Tensor, p: float = 4.0) -> float:
     """||W||_{2,p} = (sum_r ||w_r||_2^p)^{1/p} over the rows w_r (Bai & Lee 2020, Sec. 2)."""

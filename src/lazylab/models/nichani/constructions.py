@@ -33,8 +33,6 @@ import torch
 from lazylab.data.spherical import tau_expect
 from lazylab.models.two_layer import TwoLayerNet
 
-__all__ = ["construct_wl", "construct_wq", "norm_2_4", "random_signs", "tau_moment"]
-
 
 def tau_moment(net: TwoLayerNet, order: int, power: int) -> float:
     """E_{z ~ tau_d}[z^power sigma^(order)(z)] for the net's activation."""

@@ -41,8 +41,6 @@ import torch
 from lazylab.activations import Activation
 from lazylab.models.two_layer import TwoLayerNet
 
-__all__ = ["TaylorFeatures", "nichani_net", "shifted_sigmoid", "unit_sphere_rows"]
-
 
 @dataclass(frozen=True)
 class _ShiftedSigmoidDeriv:
