@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -40,13 +41,40 @@ def reference_csv(toy, tmp_path_factory, **sets: str) -> bytes:
 
 
 # ---- signals and kill -9 ---------------------------------------------------------------------
+def pool_workers(pid: int) -> list[int]:
+    """The process pool's workers among ``pid``'s children (multiprocessing's ``spawn_main``;
+    not its resource tracker)."""
+    out = []
+    for child in children(pid):
+        try:
+            cmd = Path(f"/proc/{child}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"spawn_main" in cmd:
+            out.append(child)
+    return out
+
+
+def held_open(out: Path, gate: Path) -> subprocess.Popen[str]:
+    """A two-worker run whose units wait for ``gate``, once it owns its lock and both pool
+    workers exist. No unit can finish before the test opens the gate, so what the test does
+    next happens to a running pool however slow the machine is."""
+    p = start("reproduce", "toy-mean", "--out", str(out), "--workers", "2", "--seeds", "3",
+              "--set", f"gate={gate}")
+
+    def running() -> bool:
+        return (p.poll() is not None
+                or (_lock_pid(out / ".toy-mean.lock") == p.pid and len(pool_workers(p.pid)) >= 2))
+
+    # the timeout only bounds a failure; the condition is the lock and the workers
+    assert wait_for(running, timeout=600) and p.poll() is None, p.communicate()
+    return p
+
+
 def test_sigterm_stops_workers_and_marks_the_run_interrupted(tmp_path):
-    p = start("reproduce", "toy-mean", "--out", str(tmp_path), "--workers", "2", *SLOW,
-              "--set", "sleep=1")
+    p = held_open(tmp_path, tmp_path / "gate")
     try:
-        assert wait_for(lambda: stored(tmp_path) >= 1, timeout=180), p.communicate()
-        workers = children(p.pid)
-        assert workers, "the pool has worker processes"
+        workers = pool_workers(p.pid)
         p.send_signal(signal.SIGTERM)
         _, err = p.communicate(timeout=300)  # bounds a failure only
     finally:
@@ -55,15 +83,14 @@ def test_sigterm_stops_workers_and_marks_the_run_interrupted(tmp_path):
     assert "terminated; finished units are stored" in err and "Traceback" not in err
     cfg = json.loads((tmp_path / "toy-mean" / "config.json").read_text())
     assert cfg["status"] == "interrupted"
+    assert stored(tmp_path) == 0  # the gate was never opened
     # the bound only limits a failure: workers die with their parent (PR_SET_PDEATHSIG)
     assert wait_for(lambda: not any(alive(w) for w in workers), timeout=120)
 
 
 def test_kill_9_of_the_main_process_leaves_no_worker(tmp_path):
-    p = start("reproduce", "toy-mean", "--out", str(tmp_path), "--workers", "2", *SLOW,
-              "--set", "sleep=1")
+    p = held_open(tmp_path, tmp_path / "gate")
     try:
-        assert wait_for(lambda: stored(tmp_path) >= 1, timeout=180), p.communicate()
         procs = children(p.pid)  # the two workers and multiprocessing's resource tracker
         assert len(procs) >= 2
         os.kill(p.pid, signal.SIGKILL)
