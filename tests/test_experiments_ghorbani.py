@@ -157,17 +157,21 @@ def test_large_d_with_least_squares_is_refused_before_computing():
         exp.validate(exp.resolve("quick", {"d": d, "nt_protocol": "sgd"}))
 
 
-def test_quick_d_range_is_refused_by_the_cost_guard():
-    """Above its quick range (qf: d <= 60, mg: d <= 90) ``cost`` refuses at --scale quick
-    (InputError, exit 2) and names the range; the paper scale accepts the same d."""
+def test_quick_d_range_is_refused_by_validate():
+    """Above its quick range (qf: d <= 60, mg: d <= 90) ``validate`` refuses at --scale quick
+    (InputError, exit 2) and names the range; the paper scale accepts the same d, and the
+    cost model prices any d (it refuses nothing)."""
     from lazylab.errors import InputError
 
     for exp_id, ok, bad in (("ghorbani-qf-width", 60, 61), ("ghorbani-mg-width", 90, 91)):
         exp = REGISTRY[exp_id]
+        exp.validate(exp.resolve("quick", {"d": ok}), scale="quick")
         secs, _ = exp.cost(exp.resolve("quick", {"d": ok}), "quick")
         assert math.isfinite(secs) and secs > exp.est_seconds["quick"]  # grows with d
         with pytest.raises(InputError, match=f"d <= {ok}"):
-            exp.cost(exp.resolve("quick", {"d": bad}), "quick")
+            exp.validate(exp.resolve("quick", {"d": bad}), scale="quick")
+        assert exp.cost(exp.resolve("quick", {"d": bad}), "quick")[0] > secs
+        exp.validate(exp.resolve("paper", {"d": bad}), scale="paper")
         exp.cost(exp.resolve("paper", {"d": bad}), "paper")
         default = exp.cost(exp.resolve("quick"), "quick")[0]
         assert default == pytest.approx(exp.est_seconds["quick"] / exp.default_seeds["quick"])

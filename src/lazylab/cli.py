@@ -32,6 +32,7 @@ import traceback
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -40,13 +41,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from lazylab.errors import DataNotFound, InputError, LazylabError, OutOfTime, UnitFailed
+from lazylab.errors import InputError, LazylabError, OutOfTime
 
 if TYPE_CHECKING:  # imported lazily (they import torch)
+    import torch
     from rich import progress as rp
 
     from lazylab.experiments.base import Experiment
-    from lazylab.runner import RunOutcome, RunSpec, WorkUnit
+    from lazylab.runner import ExecutionPolicy, RunOutcome, RunSpec, WorkUnit
     from lazylab.store import Store
 
 __all__ = ["app", "main", "parse_assignments", "select_experiments"]
@@ -425,8 +427,6 @@ class _RichProgress:
     def __init__(self, progress: rp.Progress):
         self.progress = progress
         self.tasks: dict[str, Any] = {}
-        #: Units computed in this command (all experiments).
-        self.computed = 0
 
     def started(self, spec: RunSpec, pending: int, total: int) -> None:
         reused = f" ({total - pending} stored)" if total > pending else ""
@@ -435,7 +435,6 @@ class _RichProgress:
                                                          completed=0 if pending else 1)
 
     def unit_done(self, spec: RunSpec, unit: WorkUnit) -> None:
-        self.computed += 1
         self.progress.advance(self.tasks[spec.exp.id])
 
 
@@ -505,7 +504,26 @@ def check_out(out: str, option: str = "--out") -> Path:
     return path
 
 
-#: Options of how units execute, shared by ``reproduce`` and ``robustness``.
+# ---- the options ``reproduce`` and ``robustness`` share, declared once -----------------------
+TargetsArg = Annotated[list[str], typer.Argument(
+    metavar="TARGET", help="Experiment ids, paper keys (all of a paper's experiments) or "
+                           "'all'.", show_default=False)]
+ScaleOpt = Annotated[str, typer.Option(help="quick (minutes on a CPU) or paper (the paper's "
+                                            "sizes; meant for a GPU).")]
+DeviceOpt = Annotated[str, typer.Option(help="auto, cpu or cuda.")]
+OutOpt = Annotated[str, typer.Option(help="Output directory (one report for all experiments "
+                                          "run into it).")]
+ResumeOpt = Annotated[bool, typer.Option(help="Keep stored units and compute only the missing "
+                                              "ones (same configuration only).")]
+FreshOpt = Annotated[bool, typer.Option(help="Discard this experiment's stored units in --out "
+                                             "and start afresh.")]
+WorkersOpt = Annotated[int, typer.Option(help="Local worker processes (local backend).")]
+BackendOpt = Annotated[str, typer.Option(help="local (this machine; --workers processes) or "
+                                              "ray (a Ray cluster; pip install "
+                                              "'lazylab\\[ray]').")]
+AddressOpt = Annotated[str | None, typer.Option(
+    help="Ray cluster address (host:port of the head node) for --backend ray; default: "
+         "RAY_ADDRESS, else a local cluster.", show_default=False)]
 ThreadsOpt = Annotated[int | None, typer.Option(
     "--threads", help="torch threads of every unit, in every worker (default: the CPU cores, "
     "at most 8); recorded, and part of the identity that --resume checks.",
@@ -514,10 +532,13 @@ PrecisionOpt = Annotated[str, typer.Option(
     "--precision", help="Float32 matmuls on GPUs: auto (TF32 where the experiment declares it "
     "for the scale, e.g. the GEMM-bound paper-scale runs), fp32, or tf32 (faster, 10-bit "
     "mantissas). CPUs always compute in float32.")]
-AllowTF32Opt = Annotated[bool, typer.Option("--allow-tf32", help="Same as --precision tf32.")]
+AllowTF32Opt = Annotated[bool, typer.Option(
+    "--allow-tf32", help="Same as --precision tf32 (an alias).")]
 MemoryBudgetOpt = Annotated[float | None, typer.Option(
     "--memory-budget", help="GiB a blocked kernel evaluation may use for one block (default: "
     "the device's).", show_default=False)]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Run even if the estimated time "
+                                                          "exceeds an hour.")]
 
 
 def _check_backend_fast(backend: str, workers: int, address: str | None) -> None:
@@ -536,26 +557,70 @@ def _check_backend_fast(backend: str, workers: int, address: str | None) -> None
 def _execution(threads: int | None, precision: str, allow_tf32: bool,
                memory_budget: float | None) -> tuple[int | None, str, int | None]:
     """Check the shared execution options (exit 2 on a bad value); returns (threads,
-    precision, memory budget in bytes or None)."""
+    precision, memory budget in bytes or None). ``--allow-tf32`` is an alias of
+    ``--precision tf32`` (:func:`lazylab.runner.policy.check_precision`)."""
+    from lazylab.runner.policy import check_precision
+
     if threads is not None and not 1 <= threads <= 1024:
         raise InputError(f"--threads must be between 1 and 1024; got {threads}")
     if memory_budget is not None and not (memory_budget > 0 and memory_budget < 1e6):
         raise InputError(f"--memory-budget must be a positive number of GiB; got "
                          f"{memory_budget}")
-    _choice("--precision", precision, ("auto", "fp32", "tf32"))
-    if allow_tf32 and precision == "fp32":
-        raise InputError("--allow-tf32 and --precision fp32 exclude each other")
+    precision = check_precision(precision, allow_tf32=allow_tf32)
     budget = None if memory_budget is None else int(memory_budget * 2**30)
-    return threads, "tf32" if allow_tf32 else precision, budget
+    return threads, precision, budget
+
+
+@dataclass(frozen=True)
+class _RunArgs:
+    """The shared options of a run, checked: output folder, threads, precision (one
+    spelling), memory budget in bytes."""
+
+    out_dir: Path
+    threads: int | None
+    precision: str
+    budget: int | None
+
+
+def _check_run(*, scale: str, device: str, seeds: int | None, resume: bool, fresh: bool,
+               workers: int, backend: str, address: str | None, out: str,
+               execution: tuple[int | None, str, bool, float | None]) -> _RunArgs:
+    """The shared options' checks that need no experiment (exit 2 on a bad value), before
+    torch is imported; ``execution`` is ``(threads, precision, allow_tf32, memory_budget)``."""
+    _choice("--scale", scale, SCALES)
+    _choice("--device", device, DEVICES)
+    from lazylab.runner.params import check_seeds
+
+    if seeds is not None:
+        check_seeds(seeds)
+    threads, precision, budget = _execution(*execution)
+    if resume and fresh:
+        raise InputError("--resume and --fresh exclude each other")
+    if address is not None and backend != "ray":
+        raise InputError("--address needs --backend ray")
+    _check_backend_fast(backend, workers, address)
+    return _RunArgs(check_out(out), threads, precision, budget)
+
+
+def _resolve_run(targets: Sequence[str], device: str,
+                 run: _RunArgs) -> tuple[torch.device, list[Experiment], ExecutionPolicy]:
+    """The device, the experiments and the execution policy of a run (imports torch)."""
+    from lazylab.device import resolve_device
+    from lazylab.runner import ExecutionPolicy, default_threads
+
+    try:
+        dev = resolve_device(device)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    exps = select_experiments(targets)
+    policy = ExecutionPolicy(threads=run.threads or default_threads(), memory_budget=run.budget)
+    return dev, exps, policy
 
 
 @app.command()
 def reproduce(
-    targets: Annotated[list[str], typer.Argument(
-        metavar="TARGET", help="Experiment ids, paper keys (all of a paper's experiments) or "
-                                  "'all'.", show_default=False)],
-    scale: Annotated[str, typer.Option(help="quick (minutes on a CPU) or paper (the paper's "
-                                            "sizes; meant for a GPU).")] = "quick",
+    targets: TargetsArg,
+    scale: ScaleOpt = "quick",
     set_: Annotated[list[str] | None, typer.Option(
         "--set", metavar="KEY=VALUE", help="Override a parameter of every selected experiment "
         "that has it (repeatable; lists comma-separated). `lazylab show ID` lists the keys.",
@@ -563,28 +628,14 @@ def reproduce(
     seeds: Annotated[int | None, typer.Option(
         help="Seeds per work unit (default: the experiment's, per scale; at most 10000).",
         show_default=False)] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
-    out: Annotated[str, typer.Option(help="Output directory (one store and report for all "
-                                          "experiments run into it).")] = "runs",
-    resume: Annotated[bool, typer.Option(help="Keep stored units and compute only the "
-                                              "missing ones (same configuration only).")] = False,
-    fresh: Annotated[bool, typer.Option(help="Discard this experiment's stored units in "
-                                             "--out and start afresh.")] = False,
+    device: DeviceOpt = "auto", out: OutOpt = "runs",
+    resume: ResumeOpt = False, fresh: FreshOpt = False,
     strict: Annotated[bool, typer.Option(help="Exit with code 1 if any claim "
                                               "failed.")] = False,
-    workers: Annotated[int, typer.Option(help="Local worker processes (local backend).")] = 1,
-    backend: Annotated[str, typer.Option(help="local (this machine; --workers processes) or "
-                                              "ray (a Ray cluster; pip install "
-                                              "'lazylab\\[ray]').")] = "local",
-    address: Annotated[str | None, typer.Option(
-        help="Ray cluster address (host:port of the head node) for --backend ray; default: "
-             "RAY_ADDRESS, else a local cluster.", show_default=False)] = None,
-    threads: ThreadsOpt = None,
-    precision: PrecisionOpt = "auto",
-    allow_tf32: AllowTF32Opt = False,
-    memory_budget: MemoryBudgetOpt = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Run even if the estimated time "
-                                                          "exceeds an hour.")] = False,
+    workers: WorkersOpt = 1, backend: BackendOpt = "local", address: AddressOpt = None,
+    threads: ThreadsOpt = None, precision: PrecisionOpt = "auto",
+    allow_tf32: AllowTF32Opt = False, memory_budget: MemoryBudgetOpt = None,
+    yes: YesOpt = False,
     max_time: Annotated[str | None, typer.Option(
         help="Stop cleanly after the last group of units expected to end within this wall "
              "time (e.g. 540, 9m, 1h30m; at least 10 s) and exit with code 3; --resume "
@@ -596,47 +647,28 @@ def reproduce(
     t_start = time.monotonic()
     with _guard():
         # Checks that need no experiment come first, before torch is imported.
-        _choice("--scale", scale, SCALES)
-        _choice("--device", device, DEVICES)
-        from lazylab.runner.params import check_seeds
-
-        if seeds is not None:
-            check_seeds(seeds)
-        threads, precision, budget = _execution(threads, precision, allow_tf32,
-                                                memory_budget)
-        if resume and fresh:
-            raise InputError("--resume and --fresh exclude each other")
+        run = _check_run(scale=scale, device=device, seeds=seeds, resume=resume, fresh=fresh,
+                         workers=workers, backend=backend, address=address, out=out,
+                         execution=(threads, precision, allow_tf32, memory_budget))
         deadline = None if max_time is None else t_start + parse_duration(max_time)
-        if address is not None and backend != "ray":
-            raise InputError("--address needs --backend ray")
-        if workers > 256:
-            raise InputError(f"--workers must be between 1 and 256; got {workers}")
-        _check_backend_fast(backend, workers, address)
-        out_dir = check_out(out)
         assignments = parse_assignments(sets)
         _refuse_unknown_fast(targets)
         _check_sets_fast(targets, assignments)
 
-        from lazylab.device import resolve_device
-        from lazylab.runner import ExecutionPolicy, default_threads, resolve_spec
+        from lazylab.runner import resolve_spec
 
-        try:
-            dev = resolve_device(device)
-        except ValueError as e:
-            raise InputError(str(e)) from None
-        exps = select_experiments(targets)
+        dev, exps, policy = _resolve_run(targets, device, run)
         _check_keys(exps, assignments)
-        policy = ExecutionPolicy(threads=threads or default_threads(), memory_budget=budget)
-        specs = [resolve_spec(e, scale, assignments, seeds, dev, policy, precision)
+        specs = [resolve_spec(e, scale, assignments, seeds, dev, policy, run.precision)
                  for e in exps]
         _cost_guard(specs, yes=yes, workers=workers)
         command = _command(targets, scale, sets, seeds, device, out, policy.identity(),
                            _run_options(resume=resume, fresh=fresh, strict=strict,
-                                        workers=workers, backend=backend, precision=precision,
-                                        max_time=max_time))
-        _run_all(specs, out_dir, resume=resume, fresh=fresh, strict=strict, workers=workers,
-                 backend=backend, address=address, command=command, deadline=deadline,
-                 max_time=max_time)
+                                        workers=workers, backend=backend,
+                                        precision=run.precision, max_time=max_time))
+        _run_all(specs, run.out_dir, resume=resume, fresh=fresh, strict=strict,
+                 workers=workers, backend=backend, address=address, command=command,
+                 deadline=deadline, max_time=max_time)
 
 
 def _cost_guard(specs: Sequence[RunSpec], *, yes: bool, workers: int) -> None:
@@ -715,61 +747,59 @@ def parse_duration(text: str) -> float:
     return total
 
 
+def _progress_bar(*, remaining: bool) -> rp.Progress:
+    """The transient progress bar on stderr (with the time remaining where ``remaining``)."""
+    from rich import progress as rp
+
+    columns: list[rp.ProgressColumn] = [
+        rp.SpinnerColumn(), rp.TextColumn("{task.description}"), rp.BarColumn(),
+        rp.MofNCompleteColumn(), rp.TimeElapsedColumn()]
+    if remaining:
+        columns.append(rp.TimeRemainingColumn())
+    return rp.Progress(*columns, console=_err(), transient=True)
+
+
 def _run_all(specs: Sequence[RunSpec], out: Path, *, resume: bool, fresh: bool, strict: bool,
              workers: int, backend: str, address: str | None, command: str,
              deadline: float | None = None, max_time: str | None = None) -> None:
+    """Refuse what would stop the run later, run the experiments
+    (:func:`lazylab.runner.run_many`), then render its summary: one line per experiment as it
+    ends, the report, the verdict table, the closing errors and the exit code."""
     import matplotlib
-    from rich import progress as rp
 
     from lazylab.report import write_report
-    from lazylab.runner import run_experiment
+    from lazylab.runner import run_many
 
     matplotlib.use("Agg")
-    outcomes: list[RunOutcome] = []
-    failures: list[LazylabError] = []
-    stopped: list[OutOfTime] = []
     with _open_store(out) as store:
         _refuse_before_compute(store, specs, out, resume=resume, fresh=fresh,
                                deadline=deadline, max_time=max_time)
-        columns = (rp.SpinnerColumn(), rp.TextColumn("{task.description}"), rp.BarColumn(),
-                   rp.MofNCompleteColumn(), rp.TimeElapsedColumn(), rp.TimeRemainingColumn())
-        with rp.Progress(*columns, console=_err(), transient=True) as progress:
-            sink = _RichProgress(progress)
-            for spec in specs:
-                try:
-                    o = run_experiment(spec, out, store, resume=resume, fresh=fresh,
-                                       workers=workers, backend=backend, address=address,
-                                       command=command, progress=sink, deadline=deadline)
-                except OutOfTime as e:
-                    stopped.append(e)
-                    progress.console.print(f"[yellow]stopped[/] {escape(str(e))}",
-                                           highlight=False)
-                    continue
-                except (UnitFailed, DataNotFound) as e:
-                    failures.append(e)
-                    _error(str(e), e.detail, console=progress.console)
-                    continue
-                outcomes.append(o)
-                _print_done(progress.console, o)
+        with _progress_bar(remaining=True) as progress:
+            summary = run_many(specs, out, store, resume=resume, fresh=fresh, workers=workers,
+                               backend=backend, address=address, command=command,
+                               progress=_RichProgress(progress), deadline=deadline,
+                               on_done=lambda _, r: _print_ended(progress.console, r))
     md, page = write_report(out)
     console = _out()
-    if outcomes:
-        console.print(_verdict_table([(o.spec.exp.id, o.claims) for o in outcomes], console))
+    if summary.outcomes:
+        console.print(_verdict_table([(o.spec.exp.id, o.claims) for o in summary.outcomes],
+                                     console))
     console.print(escape(f"results in {out}/ID/, report: {page} and {md}"), highlight=False)
-    code = max((e.exit_code for e in failures), default=0)
-    if stopped and not code:
-        if not outcomes and not sink.computed:
-            _error(f"--max-time {max_time}: no unit fitted in the time left after start-up, so "
-                   "this command would stop without progress every time; raise --max-time")
-            raise typer.Exit(InputError.exit_code)
-        _error(f"--max-time: {len(stopped)} experiment(s) not finished; rerun the same command "
-               "with --resume to carry on")
-        code = OutOfTime.exit_code
-    if strict and any(c.failed for o in outcomes for c in o.claims):
-        _error("--strict: at least one claim failed")
-        code = max(code, 1)
+    code, lines = summary.exit_status(strict=strict, max_time=max_time)
+    for line in lines:
+        _error(line)
     if code:
         raise typer.Exit(code)
+
+
+def _print_ended(console: Console, result: RunOutcome | LazylabError) -> None:
+    """The line of an experiment that ended: done, stopped by ``--max-time``, or failed."""
+    if isinstance(result, OutOfTime):
+        console.print(f"[yellow]stopped[/] {escape(str(result))}", highlight=False)
+    elif isinstance(result, LazylabError):
+        _error(str(result), result.detail, console=console)
+    else:
+        _print_done(console, result)
 
 
 def _print_done(console: Console, o: RunOutcome) -> None:
@@ -852,7 +882,7 @@ def _check_budget(store: Store, specs: Sequence[RunSpec], deadline: float, *, re
     """InputError when ``--max-time`` cannot fit the first group of units still to compute:
     the run's clock (the cost model's seconds per unit, as the runner's) would start nothing,
     and the same command would exit 3 without progress every time it is repeated."""
-    from lazylab.runner.orchestrate import _clock
+    from lazylab.runner.orchestrate import clock_for
     from lazylab.runner.spec import plan_groups, plan_units
 
     for spec in specs:
@@ -862,7 +892,7 @@ def _check_budget(store: Store, specs: Sequence[RunSpec], deadline: float, *, re
                    if any((u.key_json, u.seed_index) not in stored for u in g.units)]
         if not pending:
             continue  # complete: only assembled
-        clock = _clock(spec, deadline, len(plan))
+        clock = clock_for(spec, deadline, len(plan))
         if clock is not None and not clock.fits(pending[0]):
             need = clock.unit_seconds * len(pending[0].units)
             now = time.monotonic()
@@ -931,48 +961,25 @@ def parse_vary(items: Sequence[str]) -> dict[str, list[str]]:
 
 @app.command()
 def robustness(
-    targets: Annotated[list[str], typer.Argument(
-        metavar="TARGET", help="Experiment ids, paper keys or 'all'.", show_default=False)],
+    targets: TargetsArg,
     vary: Annotated[list[str] | None, typer.Option(
         "--vary", metavar="KEY=V1,V2,...", help="Settings to try (repeatable: the full grid); "
         "default: the experiment's robustness axes, one at a time.", show_default=False)] = None,
     seeds: Annotated[int | None, typer.Option(
         help="Seeds (independent reruns) per setting; default 5, fewer to stay within 15 "
              "minutes per experiment.", show_default=False)] = None,
-    scale: Annotated[str, typer.Option(help="quick or paper.")] = "quick",
-    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
-    out: Annotated[str, typer.Option(help="Output directory (as for reproduce).")] = "runs",
-    resume: Annotated[bool, typer.Option(help="Keep stored units of an interrupted "
-                                              "robustness run.")] = False,
-    fresh: Annotated[bool, typer.Option(help="Discard the stored units of an earlier "
-                                             "robustness run in --out.")] = False,
-    workers: Annotated[int, typer.Option(help="Local worker processes.")] = 1,
-    backend: Annotated[str, typer.Option(help="local or ray.")] = "local",
-    address: Annotated[str | None, typer.Option(help="Ray cluster address.",
-                                                show_default=False)] = None,
-    threads: ThreadsOpt = None,
-    precision: PrecisionOpt = "auto",
-    allow_tf32: AllowTF32Opt = False,
-    memory_budget: MemoryBudgetOpt = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Run even if the estimate exceeds "
-                                                          "an hour.")] = False,
+    scale: ScaleOpt = "quick", device: DeviceOpt = "auto", out: OutOpt = "runs",
+    resume: ResumeOpt = False, fresh: FreshOpt = False,
+    workers: WorkersOpt = 1, backend: BackendOpt = "local", address: AddressOpt = None,
+    threads: ThreadsOpt = None, precision: PrecisionOpt = "auto",
+    allow_tf32: AllowTF32Opt = False, memory_budget: MemoryBudgetOpt = None,
+    yes: YesOpt = False,
 ) -> None:
     """Re-check claims across settings and seeds: where does each claim hold?"""
     with _guard():
-        _choice("--scale", scale, SCALES)
-        _choice("--device", device, DEVICES)
-        from lazylab.runner.params import check_seeds
-
-        if seeds is not None:
-            check_seeds(seeds, "--seeds")
-        if resume and fresh:
-            raise InputError("--resume and --fresh exclude each other")
-        if address is not None and backend != "ray":
-            raise InputError("--address needs --backend ray")
-        _check_backend_fast(backend, workers, address)
-        threads, precision, budget = _execution(threads, precision, allow_tf32,
-                                                memory_budget)
-        out_dir = check_out(out)
+        run = _check_run(scale=scale, device=device, seeds=seeds, resume=resume, fresh=fresh,
+                         workers=workers, backend=backend, address=address, out=out,
+                         execution=(threads, precision, allow_tf32, memory_budget))
         varied = parse_vary(list(vary or []))
         _refuse_unknown_fast(targets)
         for i in range(max((len(v) for v in varied.values()), default=0)):
@@ -980,49 +987,51 @@ def robustness(
                              option="--vary")
 
         import matplotlib
-        from rich import progress as rp
 
-        from lazylab.device import resolve_device
         from lazylab.report import write_report
-        from lazylab.robustness import estimate_seconds, run_robustness
-        from lazylab.runner import ExecutionPolicy, default_threads
+        from lazylab.robustness import run_robustness
 
         matplotlib.use("Agg")
-        try:
-            dev = resolve_device(device)
-        except ValueError as e:
-            raise InputError(str(e)) from None
-        exps = select_experiments(targets)
-        policy = ExecutionPolicy(threads=threads or default_threads(), memory_budget=budget)
-        plans = [estimate_seconds(e, scale, dev, varied, seeds, policy, precision)
-                 for e in exps]
-        console = _out()
-        for e, (n_set, reps, secs) in zip(exps, plans, strict=True):
-            console.print(f"estimate {e.id}: {n_set} settings x {reps} seeds, "
-                          f"{_duration(secs)} on one worker", highlight=False)
-        total = sum(p[2] for p in plans) / workers
-        if total > 3600 and not yes:
-            raise InputError(f"estimated time {total / 3600:.1f} h exceeds 1 h; pass --yes to "
-                             "run it anyway, or fewer --seeds / --vary values")
-        check_output_paths(out_dir, [e.id for e in exps], ROBUSTNESS_FILES)
-        _open_store(out_dir).close()
-        columns = (rp.SpinnerColumn(), rp.TextColumn("{task.description}"), rp.BarColumn(),
-                   rp.MofNCompleteColumn(), rp.TimeElapsedColumn())
+        dev, exps, policy = _resolve_run(targets, device, run)
+        plans = _robustness_plans(exps, scale, dev, varied, seeds, policy, run.precision,
+                                  yes=yes, workers=workers)
+        check_output_paths(run.out_dir, [e.id for e in exps], ROBUSTNESS_FILES)
+        _open_store(run.out_dir).close()
         lines: list[str] = []
-        with rp.Progress(*columns, console=_err(), transient=True) as progress:
+        with _progress_bar(remaining=False) as progress:
             sink = _RichProgress(progress)
-            for e, (_, reps, _) in zip(exps, plans, strict=True):
+            for e, reps in zip(exps, plans, strict=True):
                 _, _, summary = run_robustness(
-                    e, scale, out_dir, device=dev, vary=varied, seeds=reps, workers=workers,
-                    backend=backend, address=address, resume=resume, fresh=fresh,
-                    policy=policy, precision=precision, progress=sink)
+                    e, scale, run.out_dir, device=dev, vary=varied, seeds=reps,
+                    workers=workers, backend=backend, address=address, resume=resume,
+                    fresh=fresh, policy=policy, precision=run.precision, progress=sink)
                 lines += [f"{e.id} {cid}: {line}" for cid, line in summary.items()]
+        console = _out()
         for line in lines:
             console.print(escape(line), highlight=False, soft_wrap=True)
-        md, page = write_report(out_dir)
-        csvs = ", ".join(str(out_dir / e.id / "robustness.csv") for e in exps)
+        md, page = write_report(run.out_dir)
+        csvs = ", ".join(str(run.out_dir / e.id / "robustness.csv") for e in exps)
         console.print(escape(f"robustness in {csvs}, report: {page} and {md}"),
                       highlight=False, soft_wrap=True)
+
+
+def _robustness_plans(exps: Sequence[Experiment], scale: str, dev: torch.device,
+                      varied: dict[str, list[str]], seeds: int | None, policy: ExecutionPolicy,
+                      precision: str, *, yes: bool, workers: int) -> list[int]:
+    """Print each experiment's robustness estimate (settings x seeds, seconds on one worker)
+    and refuse more than an hour without ``--yes``; returns the seeds per setting of each."""
+    from lazylab.robustness import estimate_seconds
+
+    plans = [estimate_seconds(e, scale, dev, varied, seeds, policy, precision) for e in exps]
+    console = _out()
+    for e, (n_set, reps, secs) in zip(exps, plans, strict=True):
+        console.print(f"estimate {e.id}: {n_set} settings x {reps} seeds, "
+                      f"{_duration(secs)} on one worker", highlight=False)
+    total = sum(p[2] for p in plans) / workers
+    if total > 3600 and not yes:
+        raise InputError(f"estimated time {total / 3600:.1f} h exceeds 1 h; pass --yes to "
+                         "run it anyway, or fewer --seeds / --vary values")
+    return [reps for _, reps, _ in plans]
 
 
 def _replace_unencodable() -> None:

@@ -27,7 +27,9 @@ lower bound where the true growth is faster, e.g. a kernel solve in n).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -38,7 +40,8 @@ if TYPE_CHECKING:
     from lazylab.experiments.base import Experiment, ExperimentParams
 
 __all__ = ["CONFIRM_SECONDS", "PROCESS_BYTES", "Estimate", "anchor", "check_cost",
-           "device_bytes", "estimate", "scaled_cost", "size_of", "unit_count_seconds"]
+           "device_bytes", "estimate", "grid_of", "known_grid", "scaled_cost", "seed_cost",
+           "size_of", "unit_count_seconds"]
 
 #: Runs estimated longer than this need ``--yes``.
 CONFIRM_SECONDS = 3600.0
@@ -49,8 +52,34 @@ CONFIRM_SECONDS = 3600.0
 PROCESS_BYTES = 0.32 * 2**30
 
 
+#: The grid a run has computed already, ``(parameters, unit keys)``, while its cost is priced.
+_KNOWN_GRID: ContextVar[tuple[object, list[dict[str, Any]]] | None] = ContextVar(
+    "lazylab_known_grid", default=None)
+
+
+@contextmanager
+def known_grid(p: ExperimentParams, keys: list[dict[str, Any]]) -> Iterator[None]:
+    """Within the block, :func:`grid_of` answers ``keys`` for these very parameters ``p``
+    (the run's :attr:`~lazylab.runner.RunSpec.unit_keys`), so a cost model does not compute
+    the grid a second time."""
+    token = _KNOWN_GRID.set((p, keys))
+    try:
+        yield
+    finally:
+        _KNOWN_GRID.reset(token)
+
+
+def grid_of(exp: Experiment, p: ExperimentParams) -> list[dict[str, Any]]:
+    """``exp.units(p)``, or the grid :func:`known_grid` holds for this ``p`` object."""
+    known = _KNOWN_GRID.get()
+    if known is not None and known[0] is p:
+        return known[1]
+    return list(exp.units(p))
+
+
 class Priced(Protocol):
-    """What the estimate needs of a resolved run (a :class:`lazylab.runner.RunSpec`)."""
+    """What the estimate needs of a resolved run (a :class:`lazylab.runner.RunSpec`, which
+    also prices itself once, :attr:`~lazylab.runner.RunSpec.seed_cost`)."""
 
     @property
     def exp(self) -> Experiment: ...
@@ -99,7 +128,7 @@ def unit_count_seconds(exp: Experiment, p: ExperimentParams, scale: str = "quick
         base = len(exp.units(ref))
     except (ValueError, KeyError):
         per_seed, base = float(exp.est_seconds.get(scale, 60.0)), 0
-    n = len(exp.units(p))
+    n = len(grid_of(exp, p))
     return per_seed * (n / base if base else 1.0)
 
 
@@ -131,14 +160,23 @@ def estimate(run: Priced) -> Estimate:
     """The experiment's cost model at the run's parameters, times its seed count; the peak
     memory is the model's arrays plus :data:`PROCESS_BYTES` (None where the experiment has no
     memory model)."""
-    secs, peak = run.exp.cost(run.params, run.scale)
+    secs, peak = seed_cost(run)
     return Estimate(run.exp.id, float(secs) * run.seeds,
                     None if peak is None else float(peak) + PROCESS_BYTES)
 
 
 def device_bytes(run: Priced) -> float | None:
     """The model's own arrays (what a GPU holds), without the process's resident memory."""
-    return run.exp.cost(run.params, run.scale)[1]
+    return seed_cost(run)[1]
+
+
+def seed_cost(run: Priced) -> tuple[float, float | None]:
+    """``exp.cost(params, scale)`` of a run: the value a :class:`~lazylab.runner.RunSpec`
+    computed once (``seed_cost``), else the cost model's answer."""
+    cached = getattr(run, "seed_cost", None)
+    if cached is not None:
+        return cached
+    return run.exp.cost(run.params, run.scale)
 
 
 def check_cost(estimates: Sequence[Estimate], *, yes: bool, workers: int = 1,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,16 +49,18 @@ def theory_rows(exp: Experiment, p: ExperimentParams, prep: Any = None) -> Rows:
 
 
 def collect_rows(exp: Experiment, p: ExperimentParams, seeds: int,
-                 stored: Mapping[tuple[str, int], Rows], theory: Rows) -> tuple[Rows, int]:
+                 stored: Mapping[tuple[str, int], Rows], theory: Rows,
+                 keys: Sequence[dict[str, Any]] | None = None) -> tuple[Rows, int]:
     """The results table from stored unit rows: ``(rows, number of units missing)``.
 
-    Simulation rows come in grid order, then seed index (added as ``seed``); the ``theory``
-    rows (:func:`theory_rows`, or the ones the run stored) follow with ``seed=None``. Missing
+    Simulation rows come in grid order (``keys``, the run's grid when it has computed it,
+    else ``exp.units(p)``), then seed index (added as ``seed``); the ``theory`` rows
+    (:func:`theory_rows`, or the ones the run stored) follow with ``seed=None``. Missing
     units are skipped and counted.
     """
     rows: Rows = []
     missing = 0
-    for key in exp.units(p):
+    for key in (exp.units(p) if keys is None else keys):
         kj = canonical_key(key)
         for s in range(seeds):
             unit_rows = stored.get((kj, s))
@@ -101,13 +103,15 @@ class Assembly:
 
 def assemble(exp: Experiment, p: ExperimentParams, seeds: int,
              stored: Mapping[tuple[str, int], Rows], theory: Callable[[], Rows], exp_dir: Path,
-             *, warn: Callable[[str], None] | None = None) -> Assembly:
+             *, warn: Callable[[str], None] | None = None,
+             keys: Sequence[dict[str, Any]] | None = None) -> Assembly:
     """The outputs of one experiment from its stored units: results.csv, claims.json, figure.
 
     ``theory`` is called only once every unit is stored, so an incomplete experiment costs no
-    theory computation and its existing files are left as they are.
+    theory computation and its existing files are left as they are. ``keys``: the grid, where
+    the caller has it (:attr:`~lazylab.runner.RunSpec.unit_keys`; default ``exp.units(p)``).
     """
-    rows, missing = collect_rows(exp, p, seeds, stored, theory=[])
+    rows, missing = collect_rows(exp, p, seeds, stored, theory=[], keys=keys)
     if missing:
         return Assembly(missing=missing)
     rows.extend({**r, "seed": None} for r in theory())

@@ -58,13 +58,20 @@ def register_backend(name: str, factory: Factory) -> None:
     _FACTORIES[name] = factory
 
 
+#: The most worker processes a run starts (``--workers``).
+MAX_WORKERS = 256
+
+
 def check_backend(backend: str, workers: int = 1) -> None:
-    """InputError unless the backend exists (and, for Ray, is installed) and workers >= 1."""
+    """InputError unless the backend exists (and, for Ray, is installed) and
+    ``1 <= workers <= MAX_WORKERS``."""
     if backend not in _FACTORIES:
         raise InputError(f"--backend must be one of {', '.join(backend_names())}; "
                          f"got {backend!r}")
     if workers < 1:
         raise InputError(f"--workers must be >= 1; got {workers}")
+    if workers > MAX_WORKERS:
+        raise InputError(f"--workers must be between 1 and {MAX_WORKERS}; got {workers}")
     if backend == "serial" and workers > 1:
         raise InputError(f"--backend serial runs one unit at a time in this process; got "
                          f"--workers {workers} (use --backend local or pool for workers)")

@@ -34,14 +34,14 @@ from lazylab.runner.job import Clock
 from lazylab.runner.lock import RunLock
 from lazylab.runner.outputs import OUTPUT_FILES, write_json
 from lazylab.runner.provenance import environment, policy_flags
-from lazylab.runner.spec import RunSpec, WorkUnit, plan_groups, plan_units
+from lazylab.runner.spec import RunSpec, WorkGroup, WorkUnit, plan_groups, plan_units
 
 if TYPE_CHECKING:
     from lazylab.experiments.base import Claim
     from lazylab.store import Store
 
-__all__ = ["ProgressSink", "RunOutcome", "check_resume", "check_start", "describe_changes",
-           "run_experiment"]
+__all__ = ["ProgressSink", "RunOutcome", "check_resume", "check_start", "clock_for",
+           "describe_changes", "run_experiment"]
 
 
 class ProgressSink(Protocol):
@@ -159,103 +159,154 @@ def run_experiment(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool =
     starts that is not expected to end before it; if units remain, the run stops with
     :class:`~lazylab.errors.OutOfTime` (status "stopped" in config.json) and ``--resume``
     carries on.
+
+    The steps: lock, check (:func:`check_start`), begin (store and config.json,
+    :func:`_begin`), prepare and compute the pending units, storing each (:func:`_compute`),
+    assemble (:func:`_assemble`).
     """
-    # Imported here: lazylab.runner loads without torch (the CLI checks its arguments first).
-    from lazylab.experiments.cost import device_bytes
-
-    exp = spec.exp
-    exp_dir = out_dir / exp.id
     check_backend(backend, workers)
-    with RunLock(out_dir, exp.id):
+    with RunLock(out_dir, spec.exp.id):
         check_start(store, spec, out_dir, resume=resume, fresh=fresh)
-        store.begin(exp.id, spec.config_hash, spec.identity, fresh=not resume)
-        exp_dir.mkdir(parents=True, exist_ok=True)
-        if not resume:
-            for name in OUTPUT_FILES:
-                (exp_dir / name.format(id=exp.id)).unlink(missing_ok=True)
-        plan = plan_units(spec)
-        stored = store.done(exp.id, spec.config_hash)
-        pending = [g for g in plan_groups(spec, plan)
-                   if any((u.key_json, u.seed_index) not in stored for u in g.units)]
-        n_missing = sum((u.key_json, u.seed_index) not in stored for u in plan)
-        out = RunOutcome(spec, exp_dir, reused=len(plan) - n_missing)
-        config = _config(spec, command, workers, backend, len(plan))
-        t0 = time.perf_counter()
-        config["timing"]["started_at"] = _now()
-
-        def save(status: str) -> None:
-            out.wall_seconds = time.perf_counter() - t0
-            config["status"] = status
-            config["timing"].update(
-                finished_at=_now(), wall_seconds=out.wall_seconds,
-                units_computed=out.computed, units_reused=out.reused,
-                compute_seconds=store.seconds(exp.id, spec.config_hash))
-            write_json(exp_dir / "config.json", config)
-
-        save("running")
+        run = _begin(spec, out_dir, store, resume=resume, command=command, workers=workers,
+                     backend=backend)
         if progress is not None:
-            progress.started(spec, n_missing, len(plan))
-        try:
-            spec.policy.apply()
-            with gpu_reservation(spec.device, device_bytes(spec), workers):
-                prep = _prepare(spec)
-                for unit, rows, secs in execute(spec, pending, workers=workers,
-                                                backend=backend, address=address, prep=prep,
-                                                clock=_clock(spec, deadline, len(plan))):
-                    if (unit.key_json, unit.seed_index) in stored:
-                        continue  # a member of a recomputed group that the store holds
-                    store.put_unit(exp.id, spec.config_hash, unit.key_json, unit.seed_index,
-                                   rows, seconds=secs)
-                    out.computed += 1
-                    if progress is not None:
-                        progress.unit_done(spec, unit)
-        except LazylabError:
-            save("failed")
-            raise
-        except SystemExit as e:  # experiment code calling sys.exit: a failure, never success
-            save("failed")
-            raise _exited(exp.id, "the run", e) from e
-        except BaseException:
-            save("interrupted")
-            raise
-        if out.computed < n_missing:
-            save("stopped")
-            raise OutOfTime(f"{exp.id}: --max-time reached with {n_missing - out.computed} of "
-                            f"{len(plan)} unit(s) left ({len(plan) - n_missing + out.computed} "
-                            "stored); run the same command with --resume to carry on")
-        try:
-            theory = theory_rows(exp, spec.params, prep)
-            store.put_theory(exp.id, spec.config_hash, theory)
-            done = assemble(exp, spec.params, spec.seeds, store.units(exp.id, spec.config_hash),
-                            lambda: theory, exp_dir)
-            if done.missing:  # only if the store was changed under us
-                raise RuntimeError(f"{done.missing} unit(s) vanished from the store during the run")
-            out.claims, out.rows = done.claims, done.rows
-            flagged = non_finite_summary(done.rows)
-            if flagged is not None:  # kept in results.csv, and said so in config.json
-                config["non_finite_values"] = flagged
-        except StoreFault:
-            save("failed")
-            raise
-        except SystemExit as e:
-            save("failed")
-            raise _exited(exp.id, "assembling the results", e) from e
-        except Exception as e:
-            save("failed")
-            if isinstance(e, FileNotFoundError):
-                raise DataNotFound(f"{exp.id}: {e}", traceback.format_exc()) from e
-            raise UnitFailed(f"{exp.id}: assembling the results failed: "
-                             f"{type(e).__name__}: {e}", traceback.format_exc()) from e
-        save("complete")
-        return out
+            progress.started(spec, run.n_missing, len(run.plan))
+        prep = _compute(run, workers=workers, backend=backend, address=address,
+                        progress=progress, deadline=deadline)
+        _assemble(run, prep)
+        run.save("complete")
+        return run.out
 
 
-def _clock(spec: RunSpec, deadline: float | None, n_units: int) -> Clock | None:
-    """The run's clock, its prior the cost model's seconds per unit (0 where it has none)."""
+@dataclass
+class _Run:
+    """One experiment's run in progress: its plan, the units the store held at the start, the
+    groups still to compute, the outcome so far and the config.json it keeps up to date."""
+
+    spec: RunSpec
+    store: Store
+    out: RunOutcome
+    plan: list[WorkUnit]
+    stored: set[tuple[str, int]]
+    pending: list[WorkGroup]
+    config: dict[str, Any]
+    t0: float = field(default_factory=time.perf_counter)
+
+    @property
+    def n_missing(self) -> int:
+        """Units of the plan the store did not hold at the start."""
+        return len(self.plan) - self.out.reused
+
+    def save(self, status: str) -> None:
+        """Write config.json with ``status`` and the timing so far."""
+        out, spec = self.out, self.spec
+        out.wall_seconds = time.perf_counter() - self.t0
+        self.config["status"] = status
+        self.config["timing"].update(
+            finished_at=_now(), wall_seconds=out.wall_seconds,
+            units_computed=out.computed, units_reused=out.reused,
+            compute_seconds=self.store.seconds(spec.exp.id, spec.config_hash))
+        write_json(out.exp_dir / "config.json", self.config)
+
+
+def _begin(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool, command: str,
+           workers: int, backend: str) -> _Run:
+    """Open the run in the store (discarding its units unless ``resume``), clear a fresh
+    run's old output files, plan the grid against what is stored, and write config.json with
+    status "running"."""
+    exp = spec.exp
+    store.begin(exp.id, spec.config_hash, spec.identity, fresh=not resume)
+    exp_dir = out_dir / exp.id
+    exp_dir.mkdir(parents=True, exist_ok=True)
+    if not resume:
+        for name in OUTPUT_FILES:
+            (exp_dir / name.format(id=exp.id)).unlink(missing_ok=True)
+    plan = plan_units(spec)
+    stored = store.done(exp.id, spec.config_hash)
+    pending = [g for g in plan_groups(spec, plan)
+               if any((u.key_json, u.seed_index) not in stored for u in g.units)]
+    n_missing = sum((u.key_json, u.seed_index) not in stored for u in plan)
+    run = _Run(spec, store, RunOutcome(spec, exp_dir, reused=len(plan) - n_missing), plan,
+               stored, pending, _config(spec, command, workers, backend, len(plan)))
+    run.config["timing"]["started_at"] = _now()
+    run.save("running")
+    return run
+
+
+def _compute(run: _Run, *, workers: int, backend: str, address: str | None,
+             progress: ProgressSink | None, deadline: float | None) -> Any:
+    """Apply the policy, reserve the GPU memory the cost model names, prepare, and compute the
+    pending groups, committing each finished unit; returns ``prepare``'s output. config.json
+    says "failed", "interrupted" or (:class:`~lazylab.errors.OutOfTime`) "stopped" when the
+    run ends early."""
+    spec, store, exp = run.spec, run.store, run.spec.exp
+    try:
+        spec.policy.apply()
+        with gpu_reservation(spec.device, spec.seed_cost[1], workers):
+            prep = _prepare(spec)
+            for unit, rows, secs in execute(spec, run.pending, workers=workers,
+                                            backend=backend, address=address, prep=prep,
+                                            clock=clock_for(spec, deadline, len(run.plan))):
+                if (unit.key_json, unit.seed_index) in run.stored:
+                    continue  # a member of a recomputed group that the store holds
+                store.put_unit(exp.id, spec.config_hash, unit.key_json, unit.seed_index,
+                               rows, seconds=secs)
+                run.out.computed += 1
+                if progress is not None:
+                    progress.unit_done(spec, unit)
+    except LazylabError:
+        run.save("failed")
+        raise
+    except SystemExit as e:  # experiment code calling sys.exit: a failure, never success
+        run.save("failed")
+        raise _exited(exp.id, "the run", e) from e
+    except BaseException:
+        run.save("interrupted")
+        raise
+    left, n = run.n_missing - run.out.computed, len(run.plan)
+    if left > 0:
+        run.save("stopped")
+        raise OutOfTime(f"{exp.id}: --max-time reached with {left} of {n} unit(s) left "
+                        f"({n - left} stored); run the same command with --resume to carry on")
+    return prep
+
+
+def _assemble(run: _Run, prep: Any) -> None:
+    """The theory rows (stored with the units), then results.csv, claims.json and the figure
+    from the stored units; config.json notes non-finite values, or says "failed"."""
+    spec, store, exp = run.spec, run.store, run.spec.exp
+    try:
+        theory = theory_rows(exp, spec.params, prep)
+        store.put_theory(exp.id, spec.config_hash, theory)
+        done = assemble(exp, spec.params, spec.seeds, store.units(exp.id, spec.config_hash),
+                        lambda: theory, run.out.exp_dir, keys=spec.unit_keys)
+        if done.missing:  # only if the store was changed under us
+            raise RuntimeError(f"{done.missing} unit(s) vanished from the store during the run")
+        run.out.claims, run.out.rows = done.claims, done.rows
+        flagged = non_finite_summary(done.rows)
+        if flagged is not None:  # kept in results.csv, and said so in config.json
+            run.config["non_finite_values"] = flagged
+    except StoreFault:
+        run.save("failed")
+        raise
+    except SystemExit as e:
+        run.save("failed")
+        raise _exited(exp.id, "assembling the results", e) from e
+    except Exception as e:
+        run.save("failed")
+        if isinstance(e, FileNotFoundError):
+            raise DataNotFound(f"{exp.id}: {e}", traceback.format_exc()) from e
+        raise UnitFailed(f"{exp.id}: assembling the results failed: "
+                         f"{type(e).__name__}: {e}", traceback.format_exc()) from e
+
+
+def clock_for(spec: RunSpec, deadline: float | None, n_units: int) -> Clock | None:
+    """The run's ``--max-time`` clock, its prior the cost model's seconds per unit
+    (:attr:`RunSpec.seed_cost`; 0 where the model cannot price the parameters)."""
     if deadline is None:
         return None
     try:
-        per_unit = spec.exp.cost(spec.params, spec.scale)[0] * spec.seeds / max(1, n_units)
+        per_unit = spec.seed_cost[0] * spec.seeds / max(1, n_units)
     except Exception:  # a cost model that cannot price these parameters: measure instead
         per_unit = 0.0
     return Clock(deadline, per_unit)

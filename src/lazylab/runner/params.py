@@ -3,8 +3,8 @@
 :func:`coerce` shapes a string for pydantic (lists split on commas, Literal choices matched,
 ``none`` for optional fields); pydantic validates the rest (bounds, choices, finite floats);
 :func:`describe_validation_error` names each bad parameter and what is allowed;
-:func:`resolve_spec` then runs the experiment's own ``validate(p)`` and the cost guard's size
-checks, all before the store is touched or anything is computed.
+:func:`resolve_spec` then runs the experiment's own ``validate(p)`` (:func:`validate`) and
+computes the grid once, all before the store is touched or anything is computed.
 
 >>> coerce(list[int], "10, 20,30")  # pydantic then converts the items to int
 ['10', '20', '30']
@@ -12,6 +12,7 @@ checks, all before the store is touched or anything is computed.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import types
@@ -20,14 +21,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lazylab.errors import InputError
-from lazylab.runner.policy import ExecutionPolicy
+from lazylab.runner.policy import ExecutionPolicy, check_precision
 from lazylab.runner.spec import RunSpec
 
 if TYPE_CHECKING:
     import torch
     from pydantic import ValidationError
 
-    from lazylab.experiments.base import Experiment
+    from lazylab.experiments.base import Experiment, ExperimentParams
 
 __all__ = ["SEEDS_MAX", "check_seeds", "coerce", "describe_validation_error", "resolve_spec"]
 
@@ -172,30 +173,32 @@ def check_grid(exp: Experiment, p: Any, units: list[dict[str, Any]]) -> None:
                              f"widen the grid (`lazylab show {exp.id}` lists its parameters)")
 
 
-#: ``--precision`` values: the experiment's declaration (auto), float32, TF32 on GPU GEMMs.
-PRECISIONS = ("auto", "fp32", "tf32")
-
-
 def with_precision(policy: ExecutionPolicy, exp: Experiment, scale: str, device: torch.device,
                    precision: str = "auto") -> ExecutionPolicy:
     """The policy with TF32 on or off for this experiment: ``precision`` "tf32" or "fp32",
-    or for "auto" the experiment's declaration at the scale (:attr:`Experiment.precision`).
-    TF32 exists on CUDA GPUs only: elsewhere it is always off, so a CPU run's identity does
-    not depend on the option."""
-    if precision not in PRECISIONS:
-        raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}; got "
-                         f"{precision!r}")
-    if precision == "auto":  # ExecutionPolicy(allow_tf32=True) asks for TF32 too
-        precision = "tf32" if policy.allow_tf32 else exp.precision.get(scale, "fp32")
+    or for "auto" the experiment's declaration at the scale (:attr:`Experiment.precision`);
+    ``policy.allow_tf32`` is an alias of "tf32" (:func:`~lazylab.runner.policy.check_precision`,
+    the one check of the switch). TF32 exists on CUDA GPUs only: elsewhere it is always off, so
+    a CPU run's identity does not depend on the option."""
+    precision = check_precision(precision, allow_tf32=policy.allow_tf32)
+    if precision == "auto":
+        precision = exp.precision.get(scale, "fp32")
     return replace(policy, allow_tf32=precision == "tf32" and device.type == "cuda")
 
 
-def resolve_spec(exp: Experiment, scale: str, assignments: dict[str, str], seeds: int | None,
-                 device: torch.device, policy: ExecutionPolicy | None = None,
-                 precision: str = "auto") -> RunSpec:
-    """A validated :class:`RunSpec`: the scale's values, then ``assignments`` (``--set``
-    strings) for the keys this experiment has, then ``exp.validate(p)``; InputError naming the
-    parameter otherwise. Nothing is computed and no store is touched."""
+def validate(exp: Experiment, p: ExperimentParams, scale: str) -> None:
+    """The experiment's own checks, ``exp.validate(p)``; an experiment whose ``validate`` takes
+    a ``scale`` argument (a range only one scale refuses, e.g. the quick d range of
+    :class:`~lazylab.experiments.ghorbani.widths.WidthExperiment`) gets it too."""
+    if "scale" in inspect.signature(exp.validate).parameters:
+        exp.validate(p, scale=scale)  # type: ignore[call-arg]
+    else:
+        exp.validate(p)
+
+
+def _resolve_params(exp: Experiment, scale: str, assignments: dict[str, str]) -> Any:
+    """The scale's values, then ``assignments`` for the keys this experiment has, checked by
+    pydantic, for finite numbers and ordered ``X_min < X_max`` ranges."""
     from pydantic import ValidationError
 
     fields = exp.Params.model_fields
@@ -214,17 +217,28 @@ def resolve_spec(exp: Experiment, scale: str, assignments: dict[str, str], seeds
                          f"{type(e).__name__}: {' '.join(str(e).split())}") from None
     _check_finite(exp, p.model_dump(), assignments)
     check_ranges(exp, p)
-    exp.validate(p)
+    return p
+
+
+def resolve_spec(exp: Experiment, scale: str, assignments: dict[str, str], seeds: int | None,
+                 device: torch.device, policy: ExecutionPolicy | None = None,
+                 precision: str = "auto") -> RunSpec:
+    """A validated :class:`RunSpec`: the scale's values, then ``assignments`` (``--set``
+    strings) for the keys this experiment has, then ``exp.validate(p)`` and the grid of work
+    units (computed here once: :attr:`RunSpec.unit_keys`); InputError naming the parameter
+    otherwise. Nothing is computed and no store is touched."""
+    p = _resolve_params(exp, scale, assignments)
+    validate(exp, p, scale)
+    seeds = seeds or exp.default_seeds.get(scale, 1)
+    policy = with_precision(policy or ExecutionPolicy(), exp, scale, device, precision)
+    spec = RunSpec(exp, p, scale, seeds, device, policy)
     try:
-        units = exp.units(p)
+        units = spec.unit_keys
     except ValueError as e:
         raise InputError(f"{exp.id}: {e}") from None
     if not units:
         raise InputError(f"{exp.id}: these parameters give an empty grid of work units")
     check_grid(exp, p, units)
-    seeds = seeds or exp.default_seeds.get(scale, 1)
     check_seeds(seeds)
-    policy = with_precision(policy or ExecutionPolicy(), exp, scale, device, precision)
-    spec = RunSpec(exp, p, scale, seeds, device, policy)
     _ = spec.data_fingerprints  # the files found now ($LAZYLAB_DATA, data_root), not later
     return spec

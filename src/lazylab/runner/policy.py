@@ -18,16 +18,40 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lazylab.errors import InputError
 from lazylab.machine import machine_memory
 
-__all__ = ["CUBLAS_WORKSPACE", "ExecutionPolicy", "default_threads", "limit_blas",
-           "machine_memory"]
+__all__ = ["CUBLAS_WORKSPACE", "PRECISIONS", "ExecutionPolicy", "check_precision",
+           "default_threads", "limit_blas", "machine_memory"]
 
 #: cuBLAS needs a fixed workspace for deterministic GEMMs (CUDA docs, "Results reproducibility").
 CUBLAS_WORKSPACE = ":4096:8"
 
 #: Environment variable the blocked kernels read for their memory budget (lazylab.device).
 BUDGET_ENV = "LAZYLAB_MEMORY_BUDGET"
+
+
+#: The values of the one TF32 switch, ``--precision``: the experiment's declaration for the
+#: scale (auto), float32, or TF32 on GPU GEMMs.
+PRECISIONS = ("auto", "fp32", "tf32")
+
+
+def check_precision(precision: str = "auto", *, allow_tf32: bool = False) -> str:
+    """The TF32 switch in its one spelling, ``precision`` (one of :data:`PRECISIONS`).
+
+    ``--allow-tf32`` on the command line and ``ExecutionPolicy(allow_tf32=True)`` passed to
+    :func:`lazylab.runner.resolve_spec` are aliases of ``"tf32"`` (``allow_tf32``); with
+    ``"fp32"`` they contradict each other. InputError (exit 2) for any other value.
+
+    >>> check_precision("auto", allow_tf32=True), check_precision("fp32")
+    ('tf32', 'fp32')
+    """
+    if precision not in PRECISIONS:
+        raise InputError(f"--precision must be one of {', '.join(PRECISIONS)}; got "
+                         f"{precision!r}")
+    if allow_tf32 and precision == "fp32":
+        raise InputError("--allow-tf32 and --precision fp32 exclude each other")
+    return "tf32" if allow_tf32 else precision
 
 
 def default_threads() -> int:

@@ -82,6 +82,25 @@ class RunSpec:
                 for name, root in self.exp.data_sources(self.params)}
 
     @cached_property
+    def unit_keys(self) -> list[dict[str, Any]]:
+        """The experiment's grid, ``exp.units(params)``: computed once per run (validated by
+        :func:`~lazylab.runner.resolve_spec`, then planned, priced and assembled from)."""
+        return list(self.exp.units(self.params))
+
+    @cached_property
+    def seed_cost(self) -> tuple[float, float | None]:
+        """The cost model's ``(seconds, peak bytes or None)`` of one seed,
+        ``exp.cost(params, scale)``: computed once per run (the cost guard's estimate, the
+        GPU reservation and the ``--max-time`` clock all read it), the model handed the grid
+        :attr:`unit_keys` instead of computing it again
+        (:func:`lazylab.experiments.cost.known_grid`)."""
+        from lazylab.experiments.cost import known_grid
+
+        with known_grid(self.params, self.unit_keys):
+            secs, peak = self.exp.cost(self.params, self.scale)
+        return secs, peak
+
+    @cached_property
     def config_hash(self) -> str:
         """16 hex digits of the SHA-256 of the canonical identity."""
         text = json.dumps(self.identity, sort_keys=True, separators=(",", ":"))
@@ -99,13 +118,14 @@ class WorkUnit:
 
 
 def plan_units(spec: RunSpec) -> list[WorkUnit]:
-    """The grid in canonical order: ``units(p)`` order, then seed index; InputError (exit 2)
+    """The grid in canonical order: ``units(p)`` order (:attr:`RunSpec.unit_keys`, computed
+    once), then seed index; InputError (exit 2)
     when the parameters make the grid repeat a unit key (e.g. ``--set dists=sphere,sphere``),
     whose repeats would be stored once and counted twice."""
     from lazylab.errors import InputError
     from lazylab.experiments.grid_check import check_unit_keys
 
-    keys = spec.exp.units(spec.params)
+    keys = spec.unit_keys
     try:
         check_unit_keys(spec.exp.id, keys)
     except ValueError as e:

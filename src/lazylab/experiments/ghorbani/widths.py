@@ -24,7 +24,7 @@ Quick-scale protocol rules (stated in the parameters' descriptions and ``lazylab
 streamed CG least squares (``nt_protocol=cg``) on nt_samples = max(default, 20 (d(d+1)/2 + 1))
 samples, RF least squares on rf_samples = max(default, 50 N_max), NN and NT-SGD step sizes from
 :mod:`.common`, sgd_steps from :meth:`WidthParams.default_steps`; d above the experiment's
-``quick_max_d`` is refused at --scale quick (exit 2) by :meth:`WidthExperiment.cost`.
+``quick_max_d`` is refused at --scale quick (exit 2) by :meth:`WidthExperiment.validate`.
 
 The width grid is "N in {45, ..., 4500}" at d = 450 in the paper (rho from 0.1 to 10) on a log
 axis; the exact grid is not given, so we take a geometric grid plus N = d.
@@ -42,6 +42,7 @@ from pydantic import Field, model_validator
 from lazylab.errors import InputError
 from lazylab.experiments import style
 from lazylab.experiments.base import Experiment, Results, geomspace_int, row
+from lazylab.experiments.cost import grid_of
 from lazylab.experiments.ghorbani import common as C
 from lazylab.experiments.ghorbani.verdicts import (
     gap_claim,
@@ -225,8 +226,15 @@ class WidthExperiment(Experiment):
     def problem(self, p: WidthParams) -> C.Problem:
         raise NotImplementedError
 
-    def validate(self, p: WidthParams) -> None:
-        """Refuse a d at which the NT least-squares protocol would not fit the time contract."""
+    def validate(self, p: WidthParams, scale: str | None = None) -> None:
+        """Refuse a d at which the NT least-squares protocol would not fit the time contract,
+        and at ``--scale quick`` a d above :attr:`quick_max_d` (InputError, exit 2; the runner
+        passes the scale, :func:`lazylab.runner.params.validate`)."""
+        if scale == "quick" and p.d > self.quick_max_d:
+            raise InputError(
+                f"--set d: quick scale supports d <= {self.quick_max_d} for {self.id}; got "
+                f"d = {p.d}. {self.quick_range_reason} Use --scale paper (with --set d=...) "
+                f"for larger d")
         basis = C.nt_basis_size(p.d, p.d)
         if p.nt_protocol == "lstsq" and basis > NT_LSTSQ_MAX_BASIS:
             d_max = max(d for d in range(4, p.d) if C.nt_basis_size(d, d) <= NT_LSTSQ_MAX_BASIS)
@@ -239,7 +247,7 @@ class WidthExperiment(Experiment):
     # ------------------------------------------------------------------ cost and quick range
     #: Largest d of the quick scale: beyond it the quick protocol either leaves the 2-minute
     #: contract or its NN does not converge within the d-scaled step rule (see
-    #: :attr:`quick_range_reason`); ``cost`` refuses such a d at ``--scale quick`` (exit 2).
+    #: :attr:`quick_range_reason`); ``validate`` refuses such a d at ``--scale quick`` (exit 2).
     quick_max_d: ClassVar[int] = 60
     quick_range_reason: ClassVar[str] = ""
 
@@ -267,14 +275,8 @@ class WidthExperiment(Experiment):
 
     def cost(self, p: WidthParams, scale: str = "quick") -> tuple[float, float | None]:
         """``est_seconds[scale]`` scaled by the modelled work (:meth:`unit_seconds` summed over
-        the units) at ``p`` over that at the scale's own parameters, and :meth:`peak_bytes`.
-        At ``--scale quick`` a d above :attr:`quick_max_d` is refused (InputError, exit 2)
-        before anything runs."""
-        if scale == "quick" and p.d > self.quick_max_d:
-            raise InputError(
-                f"--set d: quick scale supports d <= {self.quick_max_d} for {self.id}; got "
-                f"d = {p.d}. {self.quick_range_reason} Use --scale paper (with --set d=...) "
-                f"for larger d")
+        the units) at ``p`` over that at the scale's own parameters, and :meth:`peak_bytes`
+        (the quick d range is :meth:`validate`'s)."""
         est = float(self.est_seconds.get(scale, 60.0)) / max(1, self.default_seeds.get(scale, 1))
         try:
             base = self.resolve(scale)
@@ -282,7 +284,7 @@ class WidthExperiment(Experiment):
             return est, self.peak_bytes(p)
 
         def work(q: WidthParams) -> float:
-            return sum(self.unit_seconds(q, k) for k in self.units(q))
+            return sum(self.unit_seconds(q, k) for k in grid_of(self, q))
 
         ref = work(base)
         return (est * work(p) / ref if ref > 0 else est), self.peak_bytes(p)
