@@ -12,8 +12,8 @@ forming the n x n matrix). Both are scikit-learn estimators (``BaseEstimator`` a
 and cross-validation take them; they accept one or several targets (y of shape (n,) or
 (n, k)). numpy in gives numpy out; torch tensors in give tensors out.
 
-Example
--------
+Examples
+--------
 >>> import numpy as np
 >>> from sklearn.model_selection import GridSearchCV
 >>> from sklearn.pipeline import make_pipeline
@@ -129,12 +129,12 @@ class _TorchRegressor(RegressorMixin, BaseEstimator):
 
 
 class RandomFeaturesRegressor(_TorchRegressor):
-    """Random-features ridge regression.
+    """Random-features ridge regression (Ghorbani et al. 2019, Eq. (2)).
 
-    fit: draws W (seeded), then a_hat = argmin_a ||phi(X) a - y||^2 + m s_m^2 ridge ||a||^2
+    fit draws W (seeded), then a_hat = argmin_a ||phi(X) a - y||^2 + m s_m^2 ridge ||a||^2
     (with an unpenalised offset when ``fit_intercept``), solved by :func:`lazylab.solve.lstsq`
     (Cholesky on the normal / dual equations, SVD fallback; ridge = 0 gives the minimum-norm
-    solution, the ridgeless limit).
+    solution, the ridgeless limit); predict returns phi(X) a_hat (+ c).
 
     **The ridge is in kernel units.** With phi(x) = s_m sigma(W x) (m features) write
     F F^T = m s_m^2 K_m, K_m(x, z) = (1/m) sum_i sigma(w_i.x) sigma(w_i.z), which tends to
@@ -152,26 +152,59 @@ class RandomFeaturesRegressor(_TorchRegressor):
     R^2 -0.133 on a fold: one test image 12x farther from the origin than the training
     ones, extrapolated linearly by relu features.
 
+    The parameters are checked at fit against ``_parameter_constraints`` (scikit-learn's
+    validation): a value outside them is refused with one ``ValueError`` naming the
+    parameter and what it must be.
+
     Parameters
     ----------
     width : number of random features m.
-    activation : activation name.
+    activation : activation name (:data:`lazylab.activations.ACTIVATIONS`, checked at fit)
+        or an :class:`lazylab.activations.Activation`; default relu.
     ridge : >= 0, in kernel units (above): the penalty on the sum of squares of a is
-        m s_m^2 ridge.
-    seed : seed of the generator that draws W.
-    device : where the features are computed ("cpu", "cuda", ...).
-    weight_std : rows w_i ~ N(0, weight_std^2 I); None (default): 1 / sqrt(d).
-    covariance, scaling : the feature distribution, as in :class:`RandomFeatures`
-        (``covariance`` replaces ``weight_std``).
-    fit_intercept : fit an unpenalised offset c (by centring features and targets).
+        m s_m^2 ridge; default 1.0.
+    seed : seed of the generator that draws W; default 0.
+    device : where the features are computed ("cpu", "cuda", "auto", ...); default "cpu".
+    weight_std : > 0: rows w_i ~ N(0, weight_std^2 I); None (default): 1 / sqrt(d).
+    covariance : (d, d) covariance of the rows w_i, replacing ``weight_std``, as in
+        :class:`lazylab.models.RandomFeatures`; None (default): isotropic.
+    scaling : the output scale s_m, "none" (default, 1), "ntk" (m^-1/2) or "mf" (1/m), as in
+        :class:`lazylab.models.RandomFeatures`.
+    fit_intercept : fit an unpenalised offset c (by centring features and targets); default
+        True.
     dtype : compute dtype, "float64" (default: least squares on near-singular features) or
         "float32" (a ``torch.dtype`` is accepted too).
 
-    Attributes (after fit)
-    ----------------------
-    model_ : the fitted :class:`RandomFeatures` module (a and c set; for one target).
-    coef_ : (m,) or (m, k) numpy coefficients; intercept_ : float or (k,) offsets.
+    Attributes
+    ----------
+    model_ : the fitted :class:`lazylab.models.RandomFeatures` module (a and c set, for one
+        target).
+    coef_ : (m,) or (m, k) numpy array, the coefficients a_hat.
+    intercept_ : float or (k,) numpy array, the offsets c (0 without ``fit_intercept``).
     penalty_ : the penalty m s_m^2 ridge applied to ||a||^2.
+    n_features_in_ : number of input features d seen by fit.
+
+    See Also
+    --------
+    KernelRegressor : kernel ridge regression with the kernel K_m tends to as m grows.
+
+    lazylab.models.RandomFeatures : the feature map as a torch module.
+
+    sklearn.kernel_ridge.KernelRidge : the ``alpha`` that ``ridge`` equals.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lazylab.estimators import RandomFeaturesRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((200, 5)); y = np.maximum(X[:, 0], 0) + 0.5 * X[:, 1]
+    >>> est = RandomFeaturesRegressor(width=300, ridge=1e-3, seed=1).fit(X, y)
+    >>> est.coef_.shape, est.n_features_in_
+    ((300,), 5)
+    >>> bool(est.score(X, y) > 0.95)  # R^2 on the training set
+    True
+    >>> est.predict(X[:4]).shape  # numpy in, numpy out
+    (4,)
     """
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
@@ -254,7 +287,17 @@ class RandomFeaturesRegressor(_TorchRegressor):
         return self
 
     def predict(self, X):
-        """f(X) = phi(X) a_hat (+ c), one column per target."""
+        """f(X) = phi(X) a_hat (+ c), one column per target.
+
+        Parameters
+        ----------
+        X : (n', d) array-like or tensor of inputs.
+
+        Returns
+        -------
+        ndarray or Tensor
+            (n',) or (n', k) predictions: a tensor for a tensor X, else a numpy array.
+        """
         Xn = self._predict_data(X)
         Xt = torch.tensor(Xn, dtype=self._coef.dtype, device=self._coef.device)
         with torch.no_grad():
@@ -279,42 +322,81 @@ class KernelRegressor(_TorchRegressor):
     Refused with a ValueError naming the input: X whose kernel overflows (k(x, x) ~ |x|^2 for
     the NTK: |x| above ~1e154 in float64, ~1e19 in the CG path's float32 tiles; rescale X),
     y that is not numeric, and a ``device`` that is not available here. No fit or prediction
-    returns NaN or inf in silence.
+    returns NaN or inf in silence. The parameters are checked at fit against
+    ``_parameter_constraints`` (scikit-learn's validation): a value outside them is refused
+    with one ``ValueError`` naming the parameter and what it must be.
 
     Parameters
     ----------
-    kernel : "ntk", "nngp", "gaussian" (see :func:`lazylab.solve.kernel_solver.make_kernel`),
-        or a kernel object: any object with ``__call__(X, Z=None)``, ``diag(X)``, ``device``
-        and ``dtype`` (:class:`lazylab.kernels.protocol.Kernel`), such as
-        :class:`lazylab.kernels.deep.DeepKernel`; it is stored as given (``clone`` copies
-        it) and evaluated on the 2-D (n, d) inputs, its matrix taken to float64. An object
-        lacking a member is refused at fit with a ValueError naming ``kernel`` and the
-        protocol's members.
-    activation, trained : of the NTK / NNGP names (default relu, first layer: Arora et al.'s
-        H-inf); no effect on a kernel object.
-    bandwidth : of the Gaussian kernel exp(-|x - z|^2 / (2 bandwidth^2)); None (default):
-        sqrt(d Var(X) / 2) of the training X, i.e. sklearn's ``gamma="scale"`` (= 1/d, sklearn
-        ``KernelRidge``'s rbf default, on standardized X;
+    kernel : "ntk", "nngp", "gaussian" (the names of
+        :data:`lazylab.kernels.protocol.KERNEL_REGISTRY`; see
+        :func:`lazylab.solve.kernel_solver.make_kernel`), or a kernel object: any object with
+        ``__call__(X, Z=None)``, ``diag(X)``, ``device`` and ``dtype``
+        (:class:`lazylab.kernels.protocol.Kernel`), such as
+        :class:`lazylab.kernels.deep.DeepKernel`; it is stored as given (``clone`` copies it)
+        and evaluated on the 2-D (n, d) inputs, its matrix taken to float64. An object lacking
+        a member is refused at fit with a ValueError naming ``kernel``. Default "ntk".
+    activation : activation of the NTK / NNGP (default relu; Arora et al.'s H-inf with
+        ``trained="first"``); no effect on a kernel object.
+    trained : "first" (default: the first layer trained) or "both" (both layers) for the
+        NTK; no effect on the other kernels.
+    bandwidth : > 0, of the Gaussian kernel exp(-|x - z|^2 / (2 bandwidth^2)); None
+        (default): sqrt(d Var(X) / 2) of the training X, i.e. sklearn's ``gamma="scale"``
+        (= 1/d, sklearn ``KernelRidge``'s rbf default, on standardized X;
         :func:`lazylab.solve.kernel_solver.default_bandwidth`).
-    bias : standard deviation b of a trained first-layer bias of the NTK / NNGP's two-layer
-        net, sigma(w.x + b beta) with beta ~ N(0, 1) (the neural-tangents ``b_std``
+    bias : >= 0, standard deviation b of a trained first-layer bias of the NTK / NNGP's
+        two-layer net, sigma(w.x + b beta) with beta ~ N(0, 1) (the neural-tangents ``b_std``
         convention): exactly the kernel of the inputs with one constant coordinate b
         appended, since (w, beta) ~ N(0, I_{d+1}); 0 (default): no bias. The output layer has
         none. No effect on the Gaussian kernel (a constant coordinate leaves distances). A
         kernel object sees the augmented inputs too.
-    ridge : >= 0 (0: ridgeless interpolation; the minimum-norm solution when K is singular).
-    solver : "auto", "direct" or "cg".
-    tol : relative residual of the CG solve (its float32 tiles reach about 1e-5, not much
-        less); rank : Nystrom preconditioner rank.
-    max_iter : CG iteration cap; seed : seed of the Nystrom landmarks.
-    device : where kernels are computed; memory_budget : bytes (see above).
+    ridge : >= 0; 0 (default): ridgeless interpolation, the minimum-norm solution when K is
+        singular.
+    solver : "auto" (default, by ``memory_budget``), "direct" or "cg".
+    tol : > 0, relative residual of the CG solve (its float32 tiles reach about 1e-5, not
+        much less); default 1e-4.
+    rank : >= 1, Nystrom preconditioner rank (at most n); default 200.
+    max_iter : >= 1, CG iteration cap; default 500.
+    seed : seed of the Nystrom landmarks; default 0.
+    device : where kernels are computed ("cpu", "cuda", "auto", ...); default "cpu".
+    memory_budget : >= 0 bytes for the n x n float64 kernel of the direct solve; None
+        (default): the device's block budget (above).
 
-    Attributes (after fit)
-    ----------------------
-    solver_ : the solver used; alpha_ : (n,) or (n, k) coefficients (float64 tensor);
-    bandwidth_ : the Gaussian bandwidth used (None for the other kernels);
-    n_iter_ : CG iterations (1 for the direct solve);
-    fit_ : the :class:`lazylab.solve.KernelRegression` of a CG fit (CG info, residuals).
+    Attributes
+    ----------
+    solver_ : the solver used, "direct" or "cg".
+    alpha_ : (n,) or (n, k) float64 tensor, the coefficients.
+    bandwidth_ : the Gaussian bandwidth used (None for the other kernels).
+    n_iter_ : CG iterations (1 for the direct solve).
+    fit_ : the :class:`lazylab.solve.KernelRegression` of a CG fit (CG info, residuals);
+        None after a direct solve.
+    n_features_in_ : number of input features d seen by fit.
+
+    See Also
+    --------
+    RandomFeaturesRegressor : the same regression with a finite random-features kernel.
+
+    lazylab.solve.kernel_regression : the CG solver, on tensors.
+
+    lazylab.kernels.deep.DeepKernel : the kernels of deep networks, as kernel objects.
+
+    sklearn.kernel_ridge.KernelRidge : ``ridge`` is its ``alpha``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import torch
+    >>> from lazylab.estimators import KernelRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((150, 3)); y = np.sin(X[:, 0]) + X[:, 1] * X[:, 2]
+    >>> est = KernelRegressor(kernel="ntk", ridge=1e-3).fit(X, y)
+    >>> est.solver_, est.n_iter_  # 150 x 150 fits the memory budget: one Cholesky solve
+    ('direct', 1)
+    >>> bool(est.score(X, y) > 0.99)  # R^2 on the training set (nearly interpolates)
+    True
+    >>> pred = est.predict(torch.as_tensor(X[:4]))  # tensors in, tensors out
+    >>> type(pred).__name__, tuple(pred.shape)
+    ('Tensor', (4,))
     """
 
     _parameter_constraints: ClassVar[dict[str, list[Any]]] = {
@@ -436,7 +518,17 @@ class KernelRegressor(_TorchRegressor):
                                          device=Xt.device)], dim=1)
 
     def predict(self, X):
-        """k(X, X_train) alpha, one column per target."""
+        """k(X, X_train) alpha, one column per target.
+
+        Parameters
+        ----------
+        X : (n', d) array-like or tensor of inputs.
+
+        Returns
+        -------
+        ndarray or Tensor
+            (n',) or (n', k) predictions: a tensor for a tensor X, else a numpy array.
+        """
         Xn = self._predict_data(X)
         Xt = self._augment(torch.tensor(Xn, device=self._X.device))
         if self.fit_ is not None:
