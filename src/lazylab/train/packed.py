@@ -352,8 +352,9 @@ def train_packed_quad(W0: Sequence[torch.Tensor], lrs: Sequence[float], *, sampl
          else [torch.ones(len(w), dtype=w.dtype, device=w.device) for w in W])
     kind = _QuadPackBoth if train_second else _QuadPack
     space = reduce_rows(W, a, trained_first=True) if rowspace and not train_second else None
-    return _train(kind, W, a, lrs, sampler, steps, batch_size, generator, schedule,
-                  check_every, capture, log_steps, eval_fn, space)
+    loop = _Loop(sampler, steps, batch_size, generator, schedule, check_every, capture,
+                 log_steps, eval_fn)
+    return _train(kind, W, a, lrs, loop, space)
 
 
 def train_packed_nt(W: Sequence[torch.Tensor], lrs: Sequence[float], *, sampler: Sampler,
@@ -374,23 +375,111 @@ def train_packed_nt(W: Sequence[torch.Tensor], lrs: Sequence[float], *, sampler:
     first = [w.detach().clone() for w in W]
     U = [torch.zeros_like(w) for w in first]
     space = reduce_rows(first, U, trained_first=False) if rowspace else None
-    return _train(_NTPack, first, U, lrs, sampler, steps, batch_size, generator, schedule,
-                  check_every, capture, log_steps, eval_fn, space, offset_lr_scale)
+    loop = _Loop(sampler, steps, batch_size, generator, schedule, check_every, capture,
+                 log_steps, eval_fn)
+    return _train(_NTPack, first, U, lrs, loop, space, offset_lr_scale)
+
+
+@dataclass(frozen=True)
+class _Loop:
+    """What one packed run draws and records (the trainers' keyword arguments): batches of
+    ``batch_size`` from ``sampler(batch_size, generator)``, ``steps`` steps at ``schedule``
+    (None: 1), divergence checked every ``check_every`` steps, ``capture`` as in
+    :func:`train_packed_quad`, and the records at ``log_steps`` (``eval_fn``)."""
+
+    sampler: Sampler
+    steps: int
+    batch_size: int
+    generator: torch.Generator
+    schedule: Callable[[int], float] | None = None
+    check_every: int = 50
+    capture: bool | None = None
+    log_steps: Sequence[int] = ()
+    eval_fn: EvalFn | None = None
+
+    def batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.sampler(self.batch_size, self.generator)
+
+    def check(self, n_members: int, n_lrs: int) -> None:
+        if n_members != n_lrs or not n_members:
+            raise ValueError(f"W0 and lrs must be non-empty and of one length; got {n_members} "
+                             f"and {n_lrs}")
+        if any(s < 0 or s > self.steps for s in self.log_steps):
+            raise ValueError(f"log_steps must lie in [0, steps={self.steps}]; got "
+                             f"{sorted(self.log_steps)}")
+
+
+class _Stepper:
+    """Sampling and one step of the pack, at the schedule's multiplier: eager, or replayed
+    from a CUDA graph captured once warm (:func:`lazylab.train.capture.capture`; a step that
+    cannot be captured runs eagerly) and captured again after the pack changes."""
+
+    def __init__(self, loop: _Loop, pack: _Pack, run: int):
+        self.loop, self.pack, self.run = loop, pack, run
+        self.device = pack.first.device
+        self.graphs = (loop.capture if loop.capture is not None
+                       else run >= cg.MIN_STEPS and cg.enabled(self.device))
+        self.mult = torch.ones((), dtype=pack.first.dtype, device=self.device)
+        self.replay: Callable[[], torch.Tensor] | None = None
+
+    def _eager(self) -> torch.Tensor:
+        X, y = self.loop.batch()
+        return self.pack.step(X, y, self.mult)
+
+    def step(self, t: int) -> torch.Tensor:
+        """Step t's per-member batch losses."""
+        if self.loop.schedule is not None:
+            self.mult.fill_(self.loop.schedule(t))
+        if (self.graphs and self.replay is None and t >= cg.WARMUP
+                and self.run - t >= cg.MIN_STEPS // 2):
+            pack = self.pack
+            try:
+                self.replay = cg.capture(self._eager, self.device, (self.loop.generator,),
+                                         (pack.first, pack.second, pack.c))
+            except Exception as exc:  # noqa: BLE001 - a step that cannot be captured runs eagerly
+                cg.fell_back("packed", exc)
+                self.graphs = False
+        return self.replay() if self.replay is not None else self._eager()
+
+    def repack(self, pack: _Pack) -> None:
+        """Go on with ``pack`` (members dropped): a captured graph is of the old one."""
+        self.pack, self.replay = pack, None
 
 
 def _train(kind: type[_Pack], first: list[torch.Tensor], second: list[torch.Tensor],
-           lrs: Sequence[float], sampler: Sampler, steps: int, batch_size: int,
-           generator: torch.Generator, schedule: Callable[[int], float] | None,
-           check_every: int, capture: bool | None, log_steps: Sequence[int],
-           eval_fn: EvalFn | None, space: RowSpace | None = None, c_scale: float = 1.0
-           ) -> PackedQuadResult:
-    """The loop shared by both models: sampling, schedule, capture, checks, logging; on the
-    members' reduced parameters where ``space`` is given, expanded back at the end."""
-    if len(first) != len(lrs) or not first:
-        raise ValueError(f"W0 and lrs must be non-empty and of one length; got {len(first)} "
-                         f"and {len(lrs)}")
-    if any(s < 0 or s > steps for s in log_steps):
-        raise ValueError(f"log_steps must lie in [0, steps={steps}]; got {sorted(log_steps)}")
+           lrs: Sequence[float], loop: _Loop, space: RowSpace | None = None,
+           c_scale: float = 1.0) -> PackedQuadResult:
+    """The loop shared by both models, on the members' reduced parameters where ``space`` is
+    given (expanded back at the end), in four pieces: the members packed (:func:`_start`),
+    sampling and stepping with the schedule and CUDA-graph capture (:class:`_Stepper`), the
+    records at ``log_steps`` (:class:`_Log`) and the divergence checks (:func:`_check`, a
+    diverged member dropped from the pack); then the final loss (:func:`_finish`)."""
+    loop.check(len(first), len(lrs))
+    state, pack = _start(kind, first, second, lrs, loop.batch_size, space, c_scale)
+    G = len(first)
+    # replayed from a CUDA graph where the device captures (recorded for cost models)
+    run = loop_steps(loop.steps, evaluations=len({int(s) for s in loop.log_steps}),
+                     replayed=loop.capture is not False and loop.steps >= cg.MIN_STEPS)
+    log = _Log(sorted({int(s) for s in loop.log_steps if s <= run}), G, loop.eval_fn)
+    stepper = _Stepper(loop, pack, run)
+    for t in range(run):
+        logged = t in log.index
+        if logged:
+            with evaluation():  # kept apart from the steps' cost when measuring
+                log.evaluate(t, stepper.pack, state)
+        loss = stepper.step(t)
+        bad = _check(t, logged, loss, log, stepper.pack, loop.check_every)
+        if bad is not None:
+            stepper.repack(state.drop(stepper.pack, bad))
+            if not stepper.pack.ids:
+                return state.result(torch.full((G,), float("nan")), log)
+    return _finish(state, stepper.pack, log, loop, run)
+
+
+def _start(kind: type[_Pack], first: list[torch.Tensor], second: list[torch.Tensor],
+           lrs: Sequence[float], batch_size: int, space: RowSpace | None, c_scale: float
+           ) -> tuple[_State, _Pack]:
+    """Every member's state (offsets c = 0, none diverged) and the pack of all of them."""
     G = len(first)
     c = torch.zeros(G, dtype=first[0].dtype, device=first[0].device)
     rows = (None if first[0].device.type == "cuda" or CPU_CHUNK_ELEMENTS is None
@@ -400,56 +489,37 @@ def _train(kind: type[_Pack], first: list[torch.Tensor], second: list[torch.Tens
     state = _State(first, second, c, torch.zeros(G, dtype=torch.bool),
                    torch.tensor([float(v) for v in lrs], dtype=torch.float64), kind, rows,
                    space, c_scale)
-    pack = state.pack(list(range(G)))
-    # replayed from a CUDA graph where the device captures (recorded for cost models)
-    run = loop_steps(steps, evaluations=len({int(s) for s in log_steps}),
-                     replayed=capture is not False and steps >= cg.MIN_STEPS)
-    logs = sorted({int(s) for s in log_steps if s <= run})
-    log = _Log(logs, G, eval_fn)
-    device = pack.first.device
-    graphs = capture if capture is not None else run >= cg.MIN_STEPS and cg.enabled(device)
-    mult = torch.ones((), dtype=pack.first.dtype, device=device)
-    replay = None
+    return state, state.pack(list(range(G)))
 
-    def one_step() -> torch.Tensor:
-        X, y = sampler(batch_size, generator)
-        return pack.step(X, y, mult)
 
-    for t in range(run + 1):
-        logged = t in log.index
-        if logged:
-            with evaluation():  # kept apart from the steps' cost when measuring
-                log.evaluate(t, pack, state)
-        if t == run:
-            X, y = sampler(batch_size, generator)
-            with torch.no_grad():
-                final = ((pack.forward(X) - y.unsqueeze(0)) ** 2).mean(1)
-            if logged:
-                with evaluation(counted=False):
-                    log.losses(t, pack, final)
-            break
-        if schedule is not None:
-            mult.fill_(schedule(t))
-        if graphs and replay is None and t >= cg.WARMUP and run - t >= cg.MIN_STEPS // 2:
-            try:
-                replay = cg.capture(one_step, device, (generator,),
-                                    (pack.first, pack.second, pack.c))
-            except Exception as exc:  # noqa: BLE001 - a step that cannot be captured runs eagerly
-                cg.fell_back("packed", exc)
-                graphs = False
-        loss = replay() if replay is not None else one_step()
-        if logged:
-            with evaluation(counted=False):  # the rest of this step's evaluation
-                log.losses(t, pack, loss)
-                bad = _diverged(loss)
-        elif check_every and t % check_every == 0:
-            bad = _diverged(loss)
-        else:
-            continue
-        if bad is not None:
-            pack, replay = state.drop(pack, bad), None
-            if not pack.ids:
-                return state.result(torch.full((G,), float("nan")), log)
+def _check(t: int, logged: bool, loss: torch.Tensor, log: _Log, pack: _Pack,
+           check_every: int) -> torch.Tensor | None:
+    """The members of ``pack`` that diverged at step t (:func:`_diverged`), checked at a
+    logged step (whose losses are recorded first) and every ``check_every`` steps."""
+    if logged:
+        with evaluation(counted=False):  # the rest of this step's evaluation
+            log.losses(t, pack, loss)
+            return _diverged(loss)
+    if check_every and t % check_every == 0:
+        return _diverged(loss)
+    return None
+
+
+def _finish(state: _State, pack: _Pack, log: _Log, loop: _Loop, run: int
+            ) -> PackedQuadResult:
+    """The record at step ``run`` and every member's loss on one last batch (NaN for the
+    diverged), the members unpacked into the result."""
+    G = len(state.dead)
+    logged = run in log.index
+    if logged:
+        with evaluation():
+            log.evaluate(run, pack, state)
+    X, y = loop.batch()
+    with torch.no_grad():
+        final = ((pack.forward(X) - y.unsqueeze(0)) ** 2).mean(1)
+    if logged:
+        with evaluation(counted=False):
+            log.losses(run, pack, final)
     final_all = torch.full((G,), float("nan"), dtype=torch.float64)
     final_all[pack.ids] = final.detach().double().cpu()
     state.unpack(pack)
