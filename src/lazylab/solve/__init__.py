@@ -23,7 +23,14 @@ from lazylab.solve.nt_least_squares import NTLeastSquares, nt_least_squares
 from lazylab.solve.operator_solver import operator_regression
 from lazylab.solve.spectral import GramSolver, Spectrum, eigendecompose, span_complement
 
-__all__ = ["lstsq", "kernel_ridge", "kernel_ridge_cg", "CGInfo", "NormalEquations", "GramSolver",
-           "Spectrum", "eigendecompose", "span_complement", "kernel_regression",
-           "KernelRegression", "BlockedKernel", "nt_least_squares", "NTLeastSquares",
-           "operator_regression"]
+__all__ = [
+    # direct least squares and kernel ridge regression
+    "lstsq", "kernel_ridge",
+    # conjugate gradients
+    "kernel_ridge_cg", "CGInfo",
+    # at scale: kernels and operators never stored, streamed normal equations
+    "kernel_regression", "KernelRegression", "BlockedKernel", "operator_regression",
+    "nt_least_squares", "NTLeastSquares", "NormalEquations",
+    # spectral helpers
+    "GramSolver", "Spectrum", "eigendecompose", "span_complement",
+]
