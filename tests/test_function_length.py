@@ -35,7 +35,6 @@ ALLOWLIST: dict[str, int] = {
     "train/bailee/landscape.py::squared_landscape_terms": 88,
     "train/loop.py::fit": 99,
     "train/nichani/gd.py::train_taylor": 71,
-    "train/packed.py::_train": 77,
 }
 
 

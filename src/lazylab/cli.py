@@ -814,67 +814,14 @@ def _print_done(console: Console, o: RunOutcome) -> None:
 def _refuse_before_compute(store: Store, specs: Sequence[RunSpec], out: Path, *, resume: bool,
                            fresh: bool, deadline: float | None, max_time: str | None) -> None:
     """Everything that would stop a run later, checked before any unit computes: the locks,
-    the output paths, a resume's identity (naming the execution options that differ) and
-    whether ``--max-time`` leaves room for one group of units."""
-    from lazylab.runner import RunLock, check_start
+    the output paths, a resume's identity (naming the execution options that differ:
+    :func:`lazylab.runner.preflight.check_can_start`) and whether ``--max-time`` leaves room
+    for one group of units."""
+    from lazylab.runner.preflight import check_can_start
 
-    check_output_paths(out, [s.exp.id for s in specs])
-    for spec in specs:
-        RunLock.probe(out, spec.exp.id)
-        if resume:
-            _check_resume_policy(store, spec, out)
-        check_start(store, spec, out, resume=resume, fresh=fresh)
+    check_can_start(store, specs, out, resume=resume, fresh=fresh)
     if deadline is not None:
         _check_budget(store, specs, deadline, resume=resume, max_time=max_time)
-
-
-def check_output_paths(out: Path, exp_ids: Sequence[str],
-                       names: Sequence[str] | None = None) -> None:
-    """InputError (exit 2) when a path a run writes is taken by something it cannot replace:
-    ``OUT/ID`` that is not a folder, or an output file (``names`` in ``OUT/ID``, ``{id}``
-    replaced; default ``results.csv``, ``claims.json``, the figures and ``config.json``; and
-    ``OUT/report.md``, ``report.html``) that is a folder or another non-file. Checked before
-    anything is computed, instead of failing after the compute."""
-    from lazylab.runner.outputs import OUTPUT_FILES
-
-    names = (*OUTPUT_FILES, "config.json") if names is None else names
-
-    def refuse(path: Path, what: str) -> InputError:
-        return InputError(f"{path} exists and is {what}; lazylab writes its results there: "
-                          "move it away or choose another --out")
-
-    for name in ("report.md", "report.html"):
-        if (out / name).exists() and not (out / name).is_file():
-            raise refuse(out / name, "not a regular file")
-    for exp_id in exp_ids:
-        d = out / exp_id
-        if not d.exists():
-            continue
-        if not d.is_dir():
-            raise refuse(d, "not a folder")
-        for name in names:
-            f = d / name.format(id=exp_id)
-            if f.exists() and not f.is_file():
-                raise refuse(f, "a folder" if f.is_dir() else "not a regular file")
-
-
-def _check_resume_policy(store: Store, spec: RunSpec, out: Path) -> None:
-    """When only the execution policy differs from the stored run's, name each option that
-    differs and what to pass (or leave out) to resume
-    (:func:`~lazylab.runner.provenance.resume_policy_advice`); other differences are named by
-    :func:`~lazylab.runner.check_resume`."""
-    from lazylab.runner.provenance import resume_policy_advice
-
-    old = store.config(spec.exp.id)
-    if not old or store.config_hash(spec.exp.id) == spec.config_hash:
-        return
-    new = spec.identity
-    if {k for k in set(old) | set(new) if old.get(k) != new.get(k)} != {"policy"}:
-        return
-    advice = resume_policy_advice(old.get("policy") or {}, new.get("policy") or {})
-    raise InputError(f"{spec.exp.id}: --resume: {out} holds units computed with other "
-                     f"execution options: {advice}; or use --fresh to discard them, or a new "
-                     "--out DIR")
 
 
 def _check_budget(store: Store, specs: Sequence[RunSpec], deadline: float, *, resume: bool,
@@ -995,6 +942,8 @@ def robustness(
         dev, exps, policy = _resolve_run(targets, device, run)
         plans = _robustness_plans(exps, scale, dev, varied, seeds, policy, run.precision,
                                   yes=yes, workers=workers)
+        from lazylab.runner.preflight import check_output_paths
+
         check_output_paths(run.out_dir, [e.id for e in exps], ROBUSTNESS_FILES)
         _open_store(run.out_dir).close()
         lines: list[str] = []

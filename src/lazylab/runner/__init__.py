@@ -15,6 +15,8 @@ The package splits the runner by concept:
 * :mod:`~lazylab.runner.lock`: the output-folder lock (the cost guard, ``estimate`` and
   ``check_cost``, is :mod:`lazylab.experiments.cost`);
 * :mod:`~lazylab.runner.orchestrate`: :func:`run_experiment`, one experiment end to end;
+* :mod:`~lazylab.runner.preflight`: what would stop a run later (output paths, locks, a
+  resume's identity), checked before any unit computes;
 * :mod:`~lazylab.runner.many`: :func:`run_many`, several experiments into one folder, and the
   :class:`RunSummary` (outcomes, failures, stops, exit code) that ``lazylab reproduce`` renders;
 * :mod:`~lazylab.runner.assemble`: a run's stored units into results, claims and figure
