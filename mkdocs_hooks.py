@@ -1,5 +1,5 @@
 """mkdocs hook: the per-paper pages and their navigation, generated at build time from the
-paper table (:data:`lazylab.papers.PAPERS`) and the experiment registry.
+paper table (:data:`lazylab.ids.PAPERS`) and the experiment registry.
 
 Each page lists the paper's experiments (id, figure, what it shows, estimated times), the
 experiment's figure where one is committed (the quick-scale figure from ``docs/figures/ID.png``
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mkdocs.structure.files import File
 
-from lazylab.papers import PAPERS
+from lazylab.ids import PAPERS
 
 DOCS = Path(__file__).resolve().parent / "docs"
 #: The navigation section the hook fills with the paper pages.

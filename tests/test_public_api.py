@@ -1,6 +1,6 @@
 """The public face: public names live in the packages' ``__init__`` modules (as neural-tangents'
 ``stax`` re-exports its layers), each package's ``__all__`` resolves, and the five papers are
-listed once (:data:`lazylab.papers.PAPERS`) with everything else derived from that table."""
+listed once (:data:`lazylab.ids.PAPERS`) with everything else derived from that table."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import lazylab
-from lazylab.papers import PAPERS, bibtex_entry, paper_of
+from lazylab.bibtex import bibtex_entry
+from lazylab.ids import PAPERS, paper_of
 
 SRC = Path(lazylab.__file__).resolve().parent
 ROOT = SRC.parents[1]

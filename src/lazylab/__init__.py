@@ -41,7 +41,7 @@ if TYPE_CHECKING:
         StoreFault,
         UnitFailed,
     )
-    from lazylab.papers import PAPERS, Paper
+    from lazylab.ids import PAPERS, Paper
     from lazylab.report import rebuild, write_report
     from lazylab.seeding import canonical_key, derive_seed, numpy_rng, torch_generator
     from lazylab.store import STORE_NAME, Store, StoredUnit
@@ -57,7 +57,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
                        "set_memory_budget"),
     "lazylab.store": ("STORE_NAME", "Store", "StoredUnit"),
     "lazylab.report": ("rebuild", "write_report"),
-    "lazylab.papers": ("PAPERS", "Paper"),
+    "lazylab.ids": ("PAPERS", "Paper"),
     "lazylab.bibtex": ("bibtex",),
     "lazylab.testing": ("check_experiment", "experiment_checks"),
 }
@@ -77,7 +77,7 @@ __all__ = [
     "STORE_NAME", "Store", "StoredUnit",
     # the report over an output directory (lazylab.report)
     "rebuild", "write_report",
-    # the reproduced papers (lazylab.papers, lazylab.bibtex)
+    # the reproduced papers (lazylab.ids, lazylab.bibtex)
     "PAPERS", "Paper", "bibtex",
     # checks of an experiment plugin (lazylab.testing)
     "check_experiment", "experiment_checks",

@@ -1,4 +1,14 @@
-"""The built-in experiment ids and paper keys, known without importing torch.
+"""The reproduced papers, the built-in experiment ids and the paper keys, known without
+importing torch.
+
+:data:`PAPERS` is the one table of the five papers lazylab reproduces: each row holds a paper's
+key (the short name used in experiment ids, the command line, the documentation's page
+``papers/KEY.md`` and the package ``lazylab.experiments.KEY``), its authors, year, title, venue
+and arXiv identifier. Derived from it: :data:`PAPER_KEYS`, the one-line citations
+(``lazylab.experiments.PAPERS``), the BibTeX entries (:func:`lazylab.bibtex.bibtex`), the
+documentation's paper pages and their navigation (``mkdocs_hooks.py``) and each paper
+package's ``common.PAPER`` (:func:`paper_of`). CITATION.cff lists the same references (a test
+compares them).
 
 The ids come from the generated manifest (:mod:`lazylab.runner.manifest`, written from the
 registry by ``make manifest``). The command line checks the ids it is given against them first,
@@ -16,16 +26,108 @@ from __future__ import annotations
 
 import difflib
 import re
-
-from lazylab.papers import PAPERS
+from dataclasses import dataclass, field
 
 #: An experiment id, paper key or plugin entry-point name: lower-case letters and digits in
 #: words joined by single hyphens (``bailee-xor``), at most :data:`ID_MAX` characters.
 ID_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 ID_MAX = 64
 
-#: Paper keys of the built-in experiments, in the order of the papers' table
-#: (:data:`lazylab.papers.PAPERS`).
+
+@dataclass(frozen=True)
+class Paper:
+    """One reproduced paper.
+
+    Parameters
+    ----------
+    key : str
+        Short name: experiment ids start with it, ``lazylab reproduce KEY`` runs the paper.
+    authors : tuple of str
+        ``"Family, Given"`` for each author, in the paper's order.
+    year : int
+        Year of the venue's proceedings.
+    title : str
+        Title as on arXiv.
+    venue : str
+        The proceedings (BibTeX ``booktitle``).
+    arxiv : str
+        arXiv identifier (``https://arxiv.org/abs/ARXIV``).
+    cite_key : str
+        BibTeX citation key.
+    extra : tuple of (str, str)
+        Further BibTeX fields in order, e.g. ``(("volume", "97"),)``.
+    """
+
+    key: str
+    authors: tuple[str, ...]
+    year: int
+    title: str
+    venue: str
+    arxiv: str
+    cite_key: str
+    extra: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def families(self) -> list[str]:
+        """The authors' family names."""
+        return [a.split(",")[0].strip() for a in self.authors]
+
+    @property
+    def short(self) -> str:
+        """``"Arora et al. 2019"``, ``"Bai & Lee 2020"``: the navigation's label."""
+        names = self.families
+        who = " & ".join(names) if len(names) <= 2 else f"{names[0]} et al."
+        return f"{who} {self.year}"
+
+    @property
+    def citation(self) -> str:
+        """One line: every family name, the year and the title."""
+        return f"{', '.join(self.families)} {self.year}, {self.title}"
+
+    @property
+    def page(self) -> str:
+        """The documentation page generated for the paper."""
+        return f"papers/{self.key}.md"
+
+    @property
+    def url(self) -> str:
+        """The paper's arXiv page."""
+        return f"https://arxiv.org/abs/{self.arxiv}"
+
+
+#: The reproduced papers by key, in the order of the papers' table (README, CLI, docs).
+PAPERS: dict[str, Paper] = {p.key: p for p in (
+    Paper("arora",
+          ("Arora, Sanjeev", "Du, Simon S.", "Hu, Wei", "Li, Zhiyuan", "Wang, Ruosong"), 2019,
+          "Fine-Grained Analysis of Optimization and Generalization for Overparameterized "
+          "Two-Layer Neural Networks",
+          "Proceedings of the 36th International Conference on Machine Learning (ICML)",
+          "1901.08584", "arora2019finegrained",
+          (("series", "Proceedings of Machine Learning Research"), ("volume", "97"),
+           ("pages", "322--332"))),
+    Paper("ghorbani",
+          ("Ghorbani, Behrooz", "Mei, Song", "Misiakiewicz, Theodor", "Montanari, Andrea"), 2019,
+          "Limitations of Lazy Training of Two-layers Neural Networks",
+          "Advances in Neural Information Processing Systems 32 (NeurIPS)",
+          "1906.08899", "ghorbani2019limitations"),
+    Paper("bailee", ("Bai, Yu", "Lee, Jason D."), 2020,
+          "Beyond Linearization: On Quadratic and Higher-Order Approximation of Wide Neural "
+          "Networks",
+          "International Conference on Learning Representations (ICLR)",
+          "1910.01619", "bai2020beyond"),
+    Paper("nichani", ("Nichani, Eshaan", "Bai, Yu", "Lee, Jason D."), 2022,
+          "Identifying good directions to escape the NTK regime and efficiently learn "
+          "low-degree plus sparse polynomials",
+          "Advances in Neural Information Processing Systems 35 (NeurIPS)",
+          "2206.03688", "nichani2022identifying"),
+    Paper("allenzhu", ("Allen-Zhu, Zeyuan", "Li, Yuanzhi"), 2019,
+          "What Can ResNet Learn Efficiently, Going Beyond Kernels?",
+          "Advances in Neural Information Processing Systems 32 (NeurIPS)",
+          "1905.10337", "allenzhu2019resnet"),
+)}
+
+
+#: Paper keys of the built-in experiments, in the order of the papers' table (:data:`PAPERS`).
 PAPER_KEYS: tuple[str, ...] = tuple(PAPERS)
 
 
@@ -95,3 +197,19 @@ def suggest(name: str) -> list[str]:
     """
     return difflib.get_close_matches(
         name, [*EXPERIMENT_PAPERS, *PAPER_KEYS, *plugin_names(), "all"], n=3)
+
+
+def paper_of(module: str) -> str:
+    """The key of the paper whose package holds ``module`` (``lazylab.experiments.KEY...``).
+
+    Raises ValueError for a module outside the built-in papers' packages.
+
+    >>> paper_of("lazylab.experiments.bailee.common")
+    'bailee'
+    """
+    parts = module.split(".")
+    key = parts[2] if parts[:2] == ["lazylab", "experiments"] and len(parts) > 2 else None
+    if key is None or key not in PAPERS:
+        raise ValueError(f"{module} is not in a paper's package lazylab.experiments.KEY "
+                         f"(KEY one of {', '.join(PAPERS)})")
+    return key

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lazylab.experiments.base import Claim, Experiment, Results
-from lazylab.papers import PAPERS as _PAPER_TABLE
+from lazylab.ids import PAPERS as _PAPER_TABLE
 
 __all__ = [
     "ENTRY_POINT_GROUP", "REGISTRY", "PAPERS", "register", "get_experiment", "all_experiments",
@@ -19,7 +19,7 @@ __all__ = [
 REGISTRY: dict[str, Experiment] = {}
 
 #: Paper keys (the short names used in experiment ids, the CLI and the docs) and each paper's
-#: one-line citation, from the paper table :data:`lazylab.papers.PAPERS`.
+#: one-line citation, from the paper table :data:`lazylab.ids.PAPERS`.
 PAPERS: dict[str, str] = {key: paper.citation for key, paper in _PAPER_TABLE.items()}
 
 

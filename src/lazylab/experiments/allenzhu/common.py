@@ -12,10 +12,10 @@ import torch
 
 from lazylab.data.hierarchical import HierarchicalParity
 from lazylab.experiments.toolkit import sub_generator
+from lazylab.ids import paper_of
 from lazylab.kernels import ntk
 from lazylab.models.mlp import MLP2, MLP3
 from lazylab.models.resnet import ResNet3
-from lazylab.papers import paper_of
 from lazylab.solve import kernel_ridge, lstsq
 from lazylab.train.ensemble import ACTIVATION_ELEMENTS, best_index, train_grid
 
@@ -23,7 +23,7 @@ __all__ = ["ARCHS", "PAPER", "RIDGE_GRID", "Fit", "T1Data", "fit_kernel", "fit_r
            "grid_peak_bytes", "hidden_names", "kernel_peak_bytes", "learner_params",
            "make_learner", "n_grid", "ridge_peak_bytes", "t1_data"]
 
-PAPER = paper_of(__name__)  # the key of this package in lazylab.papers.PAPERS
+PAPER = paper_of(__name__)  # the key of this package in lazylab.ids.PAPERS
 
 
 def n_grid(lo: int, hi: int, num: int) -> list[int]:

@@ -25,9 +25,9 @@ import torch
 from lazylab.activations import Activation, get_activation
 from lazylab.data import sphere
 from lazylab.experiments.toolkit import K_SE, loglog_fit
+from lazylab.ids import paper_of
 from lazylab.models import TwoLayerNet
 from lazylab.models.bailee.constructions import phase_sine
-from lazylab.papers import paper_of
 from lazylab.seeding import derive_seed, torch_generator
 
 __all__ = [
@@ -46,7 +46,7 @@ __all__ = [
     "width_grid",
 ]
 
-PAPER = paper_of(__name__)  # the key of this package in lazylab.papers.PAPERS
+PAPER = paper_of(__name__)  # the key of this package in lazylab.ids.PAPERS
 F64 = torch.float64
 #: Elements of an (n, m) block computed at once (memory ~ 8 bytes x a few x this).
 CHUNK_ELEMS = 1 << 22

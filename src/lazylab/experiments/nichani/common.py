@@ -14,11 +14,11 @@ from lazylab.data.spherical import ridge_degree_norms
 from lazylab.data.targets import Target
 from lazylab.experiments.base import Results
 from lazylab.experiments.toolkit import sub_generator
-from lazylab.papers import paper_of
+from lazylab.ids import paper_of
 
 __all__ = ["PAPER", "draw_inputs", "fig1_energies", "fig1_problem", "final_stats", "paired_gap"]
 
-PAPER = paper_of(__name__)  # the key of this package in lazylab.papers.PAPERS
+PAPER = paper_of(__name__)  # the key of this package in lazylab.ids.PAPERS
 
 
 def draw_inputs(n: int, d: int, inputs: Literal["sphere", "gaussian"],
