@@ -202,47 +202,18 @@ def squared_landscape_terms(net: TwoLayerNet, X: torch.Tensor, y: torch.Tensor,
     (L^Q(U*)), ``risk_tilde``, ``grad_tilde``, ``hess_tilde`` (LHS~). The Lemma 1 violation
     at OPT = L^Q(U*) is term_I + term_II - grad_q + 2 (risk_q - risk_q_star) and the Theorem 2
     one hess_tilde - grad_tilde + 2 (risk_tilde - risk_q_star).
+
+    Computed in two passes over blocks of neurons (:func:`_neuron_blocks`): the sums over
+    neurons mu, v, f^Q_U, f^Q_{U*} (:func:`_neuron_sums`), then the row-separable derivatives
+    (:func:`_row_derivatives`).
     """
     if U.shape != net.W.shape or U_star.shape != net.W.shape:
         raise ValueError(f"U and U_star must have the shape of W {tuple(net.W.shape)}")
-    n, m = X.shape[0], net.width
-    s, act = net.scale, net.act
-    W0, a = net.W.detach(), net.a.detach()
-    blocks = _neuron_blocks(m, n, block_elems)
-    mu = torch.zeros(n, dtype=X.dtype, device=X.device)
-    var = torch.zeros_like(mu)
-    fq = torch.zeros_like(mu)
-    fq_star = torch.zeros_like(mu)
+    blocks = _neuron_blocks(net.width, X.shape[0], block_elems)
     with torch.no_grad():
-        for b in blocks:  # pass 1: the sums over neurons
-            Z, V, C = X @ W0[b].T, X @ U[b].T, X @ U_star[b].T
-            P0, M0 = act(Z + V), act(Z - V)
-            mu += s * (0.5 * (P0 + M0)) @ a[b]
-            var += s**2 * (0.5 * (P0 - M0)) ** 2 @ a[b] ** 2
-            D2 = act.deriv(Z, 2)
-            fq += 0.5 * s * (D2 * V**2) @ a[b]
-            fq_star += 0.5 * s * (D2 * C**2) @ a[b]
+        mu, var, fq, fq_star = _neuron_sums(net, X, U, U_star, blocks)
         res, lq = y - mu, fq - y
-        dmu_sum = torch.zeros_like(mu)
-        dv_sum = torch.zeros_like(mu)
-        hess = 0.0
-        term2 = 0.0
-        for b in blocks:  # pass 2: derivatives (row-separable)
-            Z, V, C = X @ W0[b].T, X @ U[b].T, X @ U_star[b].T
-            P0, M0 = act(Z + V), act(Z - V)
-            P1, M1 = act.deriv(Z + V, 1), act.deriv(Z - V, 1)
-            P2, M2 = act.deriv(Z + V, 2), act.deriv(Z - V, 2)
-            h = 0.5 * (P0 - M0)
-            ab, a2 = a[b], a[b] ** 2
-            dmu_sum += s * (0.5 * (P1 - M1) * V) @ ab
-            dv_sum += s**2 * (2 * h * 0.5 * (P1 + M1) * V) @ a2
-            dmu = 0.5 * s * (P1 - M1) * C * ab
-            d2mu = 0.5 * s * (P2 + M2) * C**2 * ab
-            dh, d2h = 0.5 * (P1 + M1) * C, 0.5 * (P2 - M2) * C**2
-            per = dmu**2 - res[:, None] * d2mu + s**2 * a2 * (dh**2 + h * d2h)
-            hess += float(per.sum(1).mean())
-            D2 = act.deriv(Z, 2)
-            term2 += float((s**2 * (D2**2 * V**2 * C**2) @ a2).mean())
+        dmu_sum, dv_sum, hess, term2 = _row_derivatives(net, X, U, U_star, blocks, res)
     return {
         "risk_q": float(0.5 * (lq**2).mean()),
         "grad_q": float(2 * (lq * fq).mean()),
@@ -253,3 +224,55 @@ def squared_landscape_terms(net: TwoLayerNet, X: torch.Tensor, y: torch.Tensor,
         "grad_tilde": float((-res * dmu_sum + 0.5 * dv_sum).mean()),
         "hess_tilde": hess,
     }
+
+
+def _neuron_sums(net: TwoLayerNet, X: torch.Tensor, U: torch.Tensor, U_star: torch.Tensor,
+                 blocks: list[slice]
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Pass 1 of :func:`squared_landscape_terms`: (mu, v, f^Q_U, f^Q_{U*}), each (n,),
+    summed over the neurons one block at a time."""
+    s, act = net.scale, net.act
+    W0, a = net.W.detach(), net.a.detach()
+    mu = torch.zeros(X.shape[0], dtype=X.dtype, device=X.device)
+    var = torch.zeros_like(mu)
+    fq = torch.zeros_like(mu)
+    fq_star = torch.zeros_like(mu)
+    for b in blocks:
+        Z, V, C = X @ W0[b].T, X @ U[b].T, X @ U_star[b].T
+        P0, M0 = act(Z + V), act(Z - V)
+        mu += s * (0.5 * (P0 + M0)) @ a[b]
+        var += s**2 * (0.5 * (P0 - M0)) ** 2 @ a[b] ** 2
+        D2 = act.deriv(Z, 2)
+        fq += 0.5 * s * (D2 * V**2) @ a[b]
+        fq_star += 0.5 * s * (D2 * C**2) @ a[b]
+    return mu, var, fq, fq_star
+
+
+def _row_derivatives(net: TwoLayerNet, X: torch.Tensor, U: torch.Tensor,
+                     U_star: torch.Tensor, blocks: list[slice], res: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor, float, float]:
+    """Pass 2 of :func:`squared_landscape_terms` (row-separable, residual ``res`` = y - mu):
+    (mu' and v' along U, each (n,), LHS~, E term II)."""
+    s, act = net.scale, net.act
+    W0, a = net.W.detach(), net.a.detach()
+    dmu_sum = torch.zeros_like(res)
+    dv_sum = torch.zeros_like(res)
+    hess = 0.0
+    term2 = 0.0
+    for b in blocks:
+        Z, V, C = X @ W0[b].T, X @ U[b].T, X @ U_star[b].T
+        P0, M0 = act(Z + V), act(Z - V)
+        P1, M1 = act.deriv(Z + V, 1), act.deriv(Z - V, 1)
+        P2, M2 = act.deriv(Z + V, 2), act.deriv(Z - V, 2)
+        h = 0.5 * (P0 - M0)
+        ab, a2 = a[b], a[b] ** 2
+        dmu_sum += s * (0.5 * (P1 - M1) * V) @ ab
+        dv_sum += s**2 * (2 * h * 0.5 * (P1 + M1) * V) @ a2
+        dmu = 0.5 * s * (P1 - M1) * C * ab
+        d2mu = 0.5 * s * (P2 + M2) * C**2 * ab
+        dh, d2h = 0.5 * (P1 + M1) * C, 0.5 * (P2 - M2) * C**2
+        per = dmu**2 - res[:, None] * d2mu + s**2 * a2 * (dh**2 + h * d2h)
+        hess += float(per.sum(1).mean())
+        D2 = act.deriv(Z, 2)
+        term2 += float((s**2 * (D2**2 * V**2 * C**2) @ a2).mean())
+    return dmu_sum, dv_sum, hess, term2

@@ -261,6 +261,10 @@ def train_taylor(train: TaylorFeatures, y: torch.Tensor, *, steps: int, lr: floa
                  generator: torch.Generator | None = None) -> TaylorRun:
     """Train B = len(lam3) models as one batched computation; log losses, R3 and movement.
 
+    The pieces: the arguments checked (:func:`_check_taylor`), the start W (:func:`_start`),
+    the logged steps (:func:`_logged`), then per step the gradient
+    (:func:`taylor_step_grad`), the record (:func:`_log`) and the noisy GD update (Eq. (21)).
+
     Parameters
     ----------
     train, y : training features and targets (n,).
@@ -281,28 +285,12 @@ def train_taylor(train: TaylorFeatures, y: torch.Tensor, *, steps: int, lr: floa
     Monte Carlo SE of the test loss: std over test points of (f - y)^2 / sqrt(n_test)),
     ``R3``, ``fro`` (||W||_F) and ``max_row`` (max_r ||w_r||), each (len(log_steps), B).
     """
-    if int(steps) != steps or steps < 0:
-        raise ValueError(f"steps must be an integer >= 0; got {steps!r}")
-    lam = torch.as_tensor(list(lam3), dtype=train.X.dtype, device=train.X.device)
-    if lam.ndim != 1 or len(lam) == 0 or bool((lam < 0).any()):
-        raise ValueError(f"lam3 must be a non-empty list of numbers >= 0; got {list(lam3)}")
-    if r3 is None and bool((lam > 0).any()):
-        raise ValueError("lam3 > 0 needs the r3 regularizer")
-    if noise_std > 0 and generator is None:
-        raise ValueError("noise_std > 0 needs a generator")
+    lam = _check_taylor(train, steps, lam3, r3, noise_std, generator)
     B, m, d = len(lam), train.m, train.X.shape[1]
     ml, mq = _masks(terms, B, train.X)
-    # W (B, m, d) is a view of (B, d, m) storage, the layout of the gradient (formed as
-    # X^T G): the update then reads both in memory order (at the quick sizes, B = 7, m = 7000,
-    # d = 25, one thread: 0.45 ms against 3.8 ms with W contiguous), and X W^T is a product
-    # with no transposed operand.
-    W = torch.zeros(B, d, m, dtype=train.X.dtype, device=train.X.device).transpose(-1, -2)
-    if W_init is not None:
-        W.add_(W_init.to(W))
+    W = _start(train, B, W_init)
     y = y.to(train.X.dtype)
-    n_logs = len({int(s) for s in log_steps if 0 <= int(s) <= steps})
-    steps = loop_steps(steps, evaluations=n_logs)
-    logs = sorted({int(s) for s in log_steps if 0 <= int(s) <= steps})
+    steps, logs = _logged(steps, log_steps)
     log_set = set(logs)
     out: dict[str, list[np.ndarray]] = {k: [] for k in
                                         ("train_loss", "test_loss", "test_loss_se", "R3",
@@ -323,6 +311,45 @@ def train_taylor(train: TaylorFeatures, y: torch.Tensor, *, steps: int, lr: floa
         W.sub_(grad, alpha=lr)
     metrics = {k: np.stack(v) for k, v in out.items() if v}
     return TaylorRun(np.array(logs), metrics, W.contiguous())
+
+
+def _check_taylor(train: TaylorFeatures, steps: int, lam3: Sequence[float],
+                  r3: R3Empirical | None, noise_std: float,
+                  generator: torch.Generator | None) -> torch.Tensor:
+    """The strengths lam3 as a tensor on the data's device, once the arguments of
+    :func:`train_taylor` are checked (ValueError naming the bad one)."""
+    if int(steps) != steps or steps < 0:
+        raise ValueError(f"steps must be an integer >= 0; got {steps!r}")
+    lam = torch.as_tensor(list(lam3), dtype=train.X.dtype, device=train.X.device)
+    if lam.ndim != 1 or len(lam) == 0 or bool((lam < 0).any()):
+        raise ValueError(f"lam3 must be a non-empty list of numbers >= 0; got {list(lam3)}")
+    if r3 is None and bool((lam > 0).any()):
+        raise ValueError("lam3 > 0 needs the r3 regularizer")
+    if noise_std > 0 and generator is None:
+        raise ValueError("noise_std > 0 needs a generator")
+    return lam
+
+
+def _start(train: TaylorFeatures, B: int, W_init: torch.Tensor | None) -> torch.Tensor:
+    """The start W (B, m, d): ``W_init`` broadcast, or 0.
+
+    W is a view of (B, d, m) storage, the layout of the gradient (formed as X^T G): the
+    update then reads both in memory order (at the quick sizes, B = 7, m = 7000, d = 25, one
+    thread: 0.45 ms against 3.8 ms with W contiguous), and X W^T is a product with no
+    transposed operand."""
+    W = torch.zeros(B, train.X.shape[1], train.m, dtype=train.X.dtype,
+                    device=train.X.device).transpose(-1, -2)
+    if W_init is not None:
+        W.add_(W_init.to(W))
+    return W
+
+
+def _logged(steps: int, log_steps: Sequence[int]) -> tuple[int, list[int]]:
+    """(steps to run, the sorted logged steps among them): the run shortened where a cost
+    measurement asks (:func:`lazylab.train.meter.loop_steps`)."""
+    n_logs = len({int(s) for s in log_steps if 0 <= int(s) <= steps})
+    steps = loop_steps(steps, evaluations=n_logs)
+    return steps, sorted({int(s) for s in log_steps if 0 <= int(s) <= steps})
 
 
 def _log(out: dict[str, list[np.ndarray]], t: int, lr: float, f: torch.Tensor,
