@@ -145,3 +145,12 @@ def test_robustness_checks_the_worker_count_as_reproduce_does(toy, tmp_path):
         res = cli(cmd, "toy-mean", "--workers", "300", "--out", str(tmp_path))
         assert res.exit_code == 2, res.output
         assert "--workers must be between 1 and 256; got 300" in res.stderr
+
+
+def test_a_repeated_unit_key_is_refused_when_the_spec_resolves(toy, tmp_path):
+    """The grid is checked where it is computed, before any store is opened or emptied."""
+    with pytest.raises(InputError, match="repeats the unit key"):
+        resolve_spec(toy, "quick", {"ns": "100,100"}, 1, CPU)
+    res = cli("reproduce", "toy-mean", "--set", "ns=100,100", "--out", str(tmp_path))
+    assert res.exit_code == 2 and "repeats the unit key" in res.stderr, res.output
+    assert not any(tmp_path.iterdir())
