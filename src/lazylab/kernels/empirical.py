@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Literal, cast, overload
+from typing import Literal, overload
 
 import torch
 from torch import nn
@@ -322,7 +322,9 @@ def empirical_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None = None
                   output: int | str | None = None, chunk: int | None = None,
                   chunk_elems: int | None = None, max_bytes: int | None = None,
                   return_info: bool = False) -> torch.Tensor | tuple[torch.Tensor, EntkInfo]:
-    """Empirical NTK sum_p df(x)/dtheta_p df(z)/dtheta_p over the trained parameters.
+    """Empirical NTK sum_p df(x)/dtheta_p df(z)/dtheta_p over the trained parameters: in
+    closed form (:func:`_structured_ntk`) or by :func:`lazylab.kernels.entk_methods.
+    generic_ntk`, once the options are checked (:func:`_check_options`).
 
     Parameters
     ----------
@@ -361,6 +363,25 @@ def empirical_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None = None
     asked. For trained="first" and a_r = +-1 at width m -> infinity (NTK scaling) a
     TwoLayerNet's kernel tends to :func:`lazylab.kernels.ntk` with trained="first".
     """
+    elems = _check_options(net, method, chunk, chunk_elems, max_bytes)
+    check_deterministic(net)
+    names = _resolve_trained(net, trained)
+    X, Z = _check_inputs(net, X, Z)
+    if (method in ("auto", "structured") and type(net) is TwoLayerNet
+            and set(names) <= _STRUCTURED):
+        K, info = _structured_ntk(net, X, Z, names, output, elems)
+    else:
+        n_out = _output_count(net, X)
+        K, info = generic_ntk(net, X, Z, names, method, output_spec(output, n_out), n_out,
+                              chunk, elems, max_bytes)
+    return (K, info) if return_info else K
+
+
+def _check_options(net: nn.Module, method: str, chunk: int | None, chunk_elems: int | None,
+                   max_bytes: int | None) -> int:
+    """The block bound ``chunk_elems`` (default: :func:`lazylab.device.block_elems` of the
+    net's device), once ``method``, ``net``, ``chunk``, ``chunk_elems`` and ``max_bytes`` of
+    :func:`empirical_ntk` are checked (ValueError naming the bad one)."""
     check_choice("method", method, METHODS)
     if not isinstance(net, nn.Module):
         raise ValueError(f"net must be a torch.nn.Module; got {type(net).__name__}")
@@ -372,26 +393,28 @@ def empirical_ntk(net: nn.Module, X: torch.Tensor, Z: torch.Tensor | None = None
     for label, v in (("chunk", chunk), ("max_bytes", max_bytes)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ValueError(f"{label} must be a positive integer or None; got {v!r}")
-    check_deterministic(net)
-    names = _resolve_trained(net, trained)
-    X, Z = _check_inputs(net, X, Z)
-    structured_ok = type(net) is TwoLayerNet and set(names) <= _STRUCTURED
-    if method in ("auto", "structured") and structured_ok:
-        spec = output_spec(output, 1)
-        # structured_ok checked type(net) is TwoLayerNet.
-        K2 = _two_layer_ntk(cast(TwoLayerNet, net), X, Z, set(names), int(chunk_elems))
-        info = EntkInfo("structured", rows=X.shape[0], cols=K2.shape[1],
-                        routes={k: "closed form" for k in names})
-        K = spec.finish(K2[:, :, None] if spec.diag else K2[:, :, None, None])
-        return (K, info) if return_info else K
+    return int(chunk_elems)
+
+
+def _structured_ntk(net: TwoLayerNet, X: torch.Tensor, Z: torch.Tensor | None, names: list[str],
+                    output: int | str | None, chunk_elems: int
+                    ) -> tuple[torch.Tensor, EntkInfo]:
+    """A TwoLayerNet's kernel in closed form (:func:`_two_layer_ntk`), shaped as ``output``
+    says, and its info."""
+    spec = output_spec(output, 1)
+    K2 = _two_layer_ntk(net, X, Z, set(names), chunk_elems)
+    info = EntkInfo("structured", rows=X.shape[0], cols=K2.shape[1],
+                    routes={k: "closed form" for k in names})
+    return spec.finish(K2[:, :, None] if spec.diag else K2[:, :, None, None]), info
+
+
+def _output_count(net: nn.Module, X: torch.Tensor) -> int:
+    """The number O of outputs per example, from the net run on X's first row (ValueError
+    when it does not return one floating-point tensor)."""
     with torch.no_grad():
         probe = net(X[:1])
     if not isinstance(probe, torch.Tensor) or not probe.is_floating_point():
         raise ValueError(f"empirical_ntk needs net to return one floating-point tensor; it "
                          f"returned a {type(probe).__name__} (wrap it to return the output "
                          "whose kernel you want)")
-    n_out = probe.numel()
-    spec = output_spec(output, n_out)
-    K, info = generic_ntk(net, X, Z, names, method, spec, n_out, chunk, int(chunk_elems),
-                          max_bytes)
-    return (K, info) if return_info else K
+    return probe.numel()
