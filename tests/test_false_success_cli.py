@@ -41,7 +41,7 @@ def lazylab(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         if name not in (env or {}):
             full.pop(name, None)
     return subprocess.run([sys.executable, "-m", "lazylab", *args], capture_output=True,
-                          text=True, env=full, timeout=300)
+                          text=True, env=full, timeout=600)
 
 
 def one_error_line(res: Any, code: int = 2) -> str:
@@ -372,7 +372,7 @@ def test_workers_ignore_only_numpys_float_warnings(monkeypatch):
     code = ("import warnings, numpy as np; np.exp(np.float64(1000)); np.float64(1) / 0; "
             "warnings.warn('did not reach the tolerance', RuntimeWarning)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=dict(os.environ), timeout=120)
+                         env=dict(os.environ), timeout=600)
     assert res.returncode == 0, res.stderr
     assert "overflow" not in res.stderr and "divide by zero" not in res.stderr
     assert "did not reach the tolerance" in res.stderr

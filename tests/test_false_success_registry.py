@@ -280,7 +280,7 @@ def test_is_held_sees_another_holder_and_writes_nothing(tmp_path):
         assert holder.stdout.readline().strip() == "locked"  # handshake: no sleep
         assert is_held(tmp_path, "toy-mean")
     finally:
-        holder.communicate("\n", timeout=60)
+        holder.communicate("\n", timeout=300)
     assert not is_held(tmp_path, "toy-mean")
 
 
