@@ -408,69 +408,93 @@ def kernel_regression(X: torch.Tensor, y: torch.Tensor, *, kernel: str | KernelF
     Parameters
     ----------
     X : (n, d) training inputs; y : (n,) or (n, k) targets (k columns solved together).
-    kernel : ``"ntk"``, ``"nngp"``, ``"gaussian"``, a kernel object
-        (:class:`lazylab.kernels.protocol.Kernel`, e.g. a
-        :class:`lazylab.kernels.deep.DeepKernel`) or a callable (X, Z or None) -> K
-        (see :func:`make_kernel`; ``activation``, ``trained``, ``bandwidth`` configure names;
-        the Gaussian's ``bandwidth=None`` is :func:`default_bandwidth` of X, sklearn's
-        ``gamma="scale"``).
+    kernel : ``"ntk"``, ``"nngp"``, ``"gaussian"``, a kernel object (:class:`lazylab.kernels.
+        protocol.Kernel`, e.g. a :class:`lazylab.kernels.deep.DeepKernel`) or a callable
+        (X, Z or None) -> K (see :func:`make_kernel`; ``activation``, ``trained``,
+        ``bandwidth`` configure names; the Gaussian's ``bandwidth=None`` is
+        :func:`default_bandwidth` of X, sklearn's ``gamma="scale"``).
     ridge : >= 0 added to the diagonal (0: ridgeless, K must be positive definite).
     tol : relative residual ||y - (K + ridge I) alpha|| / ||y|| to reach (per column).
     rank : Nystrom preconditioner rank r (0: plain CG); memory n r float32.
     max_iter : CG iteration cap (a RuntimeWarning if tol is not met).
-    block_dtype : dtype of the kernel tiles (float32; float64 to match a direct solve to
-        rounding).
+    block_dtype : dtype of the kernel tiles (float64 matches a direct solve to rounding).
     tile, budget_bytes : tile side, or the memory budget it is derived from.
     generator : draws the Nystrom landmarks; None (default): a CPU generator seeded with
-        ``seed``, so the fit is the same on every call.
-    seed : the seed of that default generator (default 0; ignored when ``generator`` is
-        given).
+        ``seed`` (default 0), so the fit is the same on every call.
+    seed : the seed of that default generator (ignored when ``generator`` is given).
     device : where tiles are evaluated (default X's device).
     callback : callback(iteration, relative residual) after every CG iteration.
     warn_seconds : before the solve, one tile is timed and the whole solve estimated
         (:func:`lazylab.solve.progress.estimate_cg_cost`); above ``warn_seconds`` (default
         :data:`WARN_SECONDS`, a minute; 0: always) a RuntimeWarning gives the estimate.
-    progress : print a progress line to stderr about every 30 s of predicted time
-        (:class:`lazylab.solve.progress.ProgressLog`); None: when the estimate is above
-        ``warn_seconds``.
+    progress : print a progress line to stderr about every 30 s of predicted time (None:
+        when the estimate is above ``warn_seconds``; :class:`~lazylab.solve.progress.ProgressLog`).
 
     Inputs whose kernel overflows ``block_dtype`` are refused (:func:`check_kernel_finite`).
+    The pieces: the kernel (:func:`_kernel_of`), its tiles (:class:`BlockedKernel`), the
+    estimate (:func:`_announce`), the preconditioner, CG (residuals: :class:`_Residuals`).
 
     Returns
     -------
     :class:`KernelRegression`; ``.predict(Xnew)``.
     """
     ridge = check_ridge(ridge)
-    if isinstance(kernel, str) and kernel == "gaussian" and bandwidth is None \
-            and isinstance(X, torch.Tensor) and X.dim() == 2 and X.shape[0] > 0:
-        bandwidth = default_bandwidth(X)
-    kfn = make_kernel(kernel, activation=activation, trained=trained, bandwidth=bandwidth)
-    if isinstance(rank, bool) or int(rank) != rank or rank < 0:
-        raise ValueError(f"rank must be a non-negative integer; got {rank!r}")
+    kfn = _kernel_of(kernel, X, activation=activation, trained=trained, bandwidth=bandwidth)
+    _check_rank(rank)
     gen = seeded_generator(generator, seed)
     op = BlockedKernel(kfn, X, block_dtype=block_dtype, tile=tile, budget_bytes=budget_bytes,
                        device=device)
-    if not isinstance(y, torch.Tensor) or y.shape[0] != op.n:
-        raise ValueError(f"y must be a tensor with {op.n} rows (one per row of X)")
-    Y = y.to(device=op.device, dtype=torch.float64)
+    Y = _targets(y, op)
     check_kernel_finite(kfn, X, dtype=block_dtype)
     log = _announce(op, max_iter=max_iter, rank=rank, columns=Y.numel() // max(1, op.n),
                     warn_seconds=warn_seconds, progress=progress)
     pre = NystromPreconditioner.build(op, rank, ridge=ridge, generator=gen) if rank > 0 else None
-    residuals: list[float] = []
-
-    def cb(it: int, rel: float) -> None:
-        residuals.append(rel)
-        if log is not None:
-            log(it, rel)
-        if callback is not None:
-            callback(it, rel)
-
-    if log is not None:
-        log.restart()  # the rate counts CG iterations, not the preconditioner set-up
+    cb = _Residuals(log, callback)  # after the preconditioner: its clock counts CG only
     alpha, info = kernel_ridge_cg(op.matmul, Y, ridge=ridge, tol=tol, max_iter=max_iter,
                                   preconditioner=pre, return_info=True, callback=cb)
-    return KernelRegression(alpha, info, op, pre.rank if pre is not None else 0, residuals)
+    return KernelRegression(alpha, info, op, pre.rank if pre is not None else 0, cb.values)
+
+
+def _kernel_of(kernel: str | KernelFn, X: torch.Tensor, *, activation: str, trained: str,
+               bandwidth: float | None) -> KernelFn:
+    """:func:`make_kernel` of ``kernel``, the Gaussian's ``bandwidth=None`` taken as
+    :func:`default_bandwidth` of X (when X is a non-empty (n, d) tensor)."""
+    if isinstance(kernel, str) and kernel == "gaussian" and bandwidth is None \
+            and isinstance(X, torch.Tensor) and X.dim() == 2 and X.shape[0] > 0:
+        bandwidth = default_bandwidth(X)
+    return make_kernel(kernel, activation=activation, trained=trained, bandwidth=bandwidth)
+
+
+def _check_rank(rank: int) -> None:
+    if isinstance(rank, bool) or int(rank) != rank or rank < 0:
+        raise ValueError(f"rank must be a non-negative integer; got {rank!r}")
+
+
+def _targets(y: torch.Tensor, op: BlockedKernel) -> torch.Tensor:
+    """y as float64 on the tiles' device, once it is a tensor with one row per row of X."""
+    if not isinstance(y, torch.Tensor) or y.shape[0] != op.n:
+        raise ValueError(f"y must be a tensor with {op.n} rows (one per row of X)")
+    return y.to(device=op.device, dtype=torch.float64)
+
+
+class _Residuals:
+    """The CG callback of :func:`kernel_regression`: records each relative residual, then
+    passes it to the progress log and to the user's callback. Made once the preconditioner
+    is built, it restarts the log's clock there (the rate counts CG iterations, not the
+    preconditioner set-up)."""
+
+    def __init__(self, log: ProgressLog | None, callback: Callable[[int, float], None] | None):
+        self.values: list[float] = []
+        self.log, self.callback = log, callback
+        if log is not None:
+            log.restart()
+
+    def __call__(self, it: int, rel: float) -> None:
+        self.values.append(rel)
+        if self.log is not None:
+            self.log(it, rel)
+        if self.callback is not None:
+            self.callback(it, rel)
 
 
 def _announce(op: BlockedKernel, *, max_iter: int, rank: int, columns: int,
