@@ -48,11 +48,11 @@ def _layer(stax, spec: dict):  # type: ignore[no-untyped-def]
         axis = -1 if kw.get("axis", "channels") == "channels" else tuple(
             range(1, kw["nd"] + 2))
         return stax.LayerNorm(axis=axis, eps=kw.get("eps", 1e-12))
-    if t == "Residual":
+    if t in ("Residual", "Product"):
         branches = [stax.serial(*[_layer(stax, s) for s in b]) if b else stax.Identity()
                     for b in kw["branches"]]
-        return stax.serial(stax.FanOut(len(branches)), stax.parallel(*branches),
-                           stax.FanInSum())
+        fan_in = stax.FanInSum() if t == "Residual" else stax.FanInProd()
+        return stax.serial(stax.FanOut(len(branches)), stax.parallel(*branches), fan_in)
     raise ValueError(f"unknown layer type {t!r}")
 
 

@@ -84,7 +84,8 @@ def layernorm_mlp(depth: int = 3) -> list[dict]:
 
 def extras() -> dict[str, tuple[list[dict], tuple[int, ...], int]]:
     """Standard-parametrized convolutions, the rest of the relu family and sine, LayerNorm
-    over channels and positions, and average pooling with SAME padding."""
+    over channels and positions, average pooling with SAME padding, and products of
+    branches (FanInProd)."""
     def conv(width: int, param: str = "ntk", padding: str = "SAME", nd: int = 2) -> dict:
         return {"type": "Conv", "filter_shape": [3] * nd, "padding": padding, "W_std": 1.3,
                 "b_std": 0.2, "parameterization": param, "width": width}
@@ -105,6 +106,15 @@ def extras() -> dict[str, tuple[list[dict], tuple[int, ...], int]]:
         "cnn2d-layernorm": ([conv(1), {"type": "LayerNorm", "axis": "all", "nd": 2}, relu,
                              conv(1), {"type": "LayerNorm"}, ACTS["gelu"],
                              {"type": "GlobalAvgPool"}, {"type": "Dense"}], (2, 5, 5), 6),
+        "mlp-product": ([{"type": "Dense", "W_std": 1.3, "b_std": 0.2}, relu,
+                         {"type": "Product", "branches": [
+                             [{"type": "Dense", "W_std": 1.2, "b_std": 0.1}, relu],
+                             [{"type": "Dense", "W_std": 1.1, "b_std": 0.3}, ACTS["erf"]]]},
+                         {"type": "Dense"}], (5,), 8),
+        "cnn1d-product-gap": ([conv(1, nd=1), relu,
+                               {"type": "Product", "branches": [[conv(1, nd=1), ACTS["gelu"]],
+                                                                []]},
+                               {"type": "GlobalAvgPool"}, {"type": "Dense"}], (2, 8), 6),
         "cnn1d-avgpool-same": ([conv(1, nd=1), relu, {"type": "AvgPool", "window": [3],
                                                      "strides": [1], "padding": "SAME"},
                                 conv(1, nd=1, padding="VALID"), ACTS["erf"],

@@ -7,7 +7,8 @@ next layer's, and :class:`DeepKernel` evaluates a network's kernel matrix in til
 memory budget, on any device and dtype.
 
 * layers: :class:`Dense`, :class:`Conv`, :class:`AvgPool`, :class:`GlobalAvgPool`,
-  :class:`Flatten`, :class:`LayerNorm`, :class:`Serial`, :class:`Residual`;
+  :class:`Flatten`, :class:`LayerNorm`, :class:`Serial`, :class:`Residual` (fan-in sum),
+  :class:`Product` (fan-in product);
 * activations in closed form: :func:`Relu`, :func:`LeakyRelu`, :func:`Abs` (all
   :class:`ABRelu`), :class:`Erf`, :class:`Gelu`, :class:`Sin`; any other by quadrature,
   :class:`Elementwise`;
@@ -47,6 +48,7 @@ from lazylab.kernels.deep.layers import (
     GlobalAvgPool,
     Layer,
     LayerNorm,
+    Product,
     Residual,
     Serial,
 )
@@ -60,8 +62,8 @@ from lazylab.kernels.deep.spec import from_spec, layer_from_spec
 
 __all__ = [
     "ABRelu", "Abs", "Activation", "AvgPool", "Conv", "DeepKernel", "Dense", "Elementwise",
-    "Erf", "Flatten", "Gelu", "GlobalAvgPool", "Layer", "LayerNorm", "LeakyRelu", "Relu",
-    "Residual", "SUPPORTED", "Serial", "Sin", "UnsupportedLayer", "from_spec",
+    "Erf", "Flatten", "Gelu", "GlobalAvgPool", "Layer", "LayerNorm", "LeakyRelu", "Product",
+    "Relu", "Residual", "SUPPORTED", "Serial", "Sin", "UnsupportedLayer", "from_spec",
     "kernel_from_module", "layer_from_spec", "layers_from_module", "ntk_parametrize",
     "parse_bytes",
 ]

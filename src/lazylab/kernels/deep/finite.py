@@ -27,6 +27,7 @@ from lazylab.kernels.deep.layers import (
     GlobalAvgPool,
     Layer,
     LayerNorm,
+    Product,
     Residual,
     Serial,
     Shape,
@@ -80,14 +81,17 @@ class _Map(nn.Module):
 
 
 class _Sum(nn.Module):
-    def __init__(self, branches: list[nn.Module]) -> None:
+    """FanOut, the branches, FanInSum (``product=False``) or FanInProd (``product=True``)."""
+
+    def __init__(self, branches: list[nn.Module], product: bool = False) -> None:
         super().__init__()
         self.branches = nn.ModuleList(branches)
+        self.product = product
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         out = self.branches[0](h)
         for b in self.branches[1:]:
-            out = out + b(h)
+            out = out * b(h) if self.product else out + b(h)
         return out
 
 
@@ -135,12 +139,12 @@ def _build(layers: tuple[Layer, ...], shape: Shape, width: int, out_dim: int | N
             mods.append(_Affine(layer, shape, out, gen, dtype))
             shape = (out,) + layer.out_shape(shape)[1:]
             continue
-        if isinstance(layer, Residual):
+        if isinstance(layer, (Residual, Product)):
             branches: list[nn.Module] = []
             for b in layer.branches:
                 sub, _ = _build(b.layers, shape, width, None, gen, dtype)
                 branches.append(nn.Sequential(*sub))
-            mods.append(_Sum(branches))
+            mods.append(_Sum(branches, product=isinstance(layer, Product)))
         elif isinstance(layer, Activation):
             mods.append(_Map(_activation(layer)))
         elif isinstance(layer, AvgPool):
@@ -162,9 +166,9 @@ def ntk_parametrize(net: Layer, input_shape: Shape, width: int, *, out_dim: int 
     """The finite network of ``net`` for inputs of (channels, *spatial) ``input_shape``.
 
     ``width``: outputs of each hidden affine layer without its own ``width=``; the last
-    affine layer has ``out_dim``. Residual branches keep the channel count of their input
-    where they end (their last affine layer gets ``width``, so keep it equal to the input's
-    channels for a skip connection). Parameters are drawn from ``seed``.
+    affine layer has ``out_dim``. Residual and Product branches keep the channel count of
+    their input where they end (their last affine layer gets ``width``, so keep it equal to
+    the input's channels for a skip connection). Parameters are drawn from ``seed``.
     """
     if int(width) < 1:
         raise ValueError(f"width must be a positive int; got {width!r}")

@@ -31,6 +31,10 @@ Conventions follow neural-tangents' ``stax`` (Novak et al. 2020), so the numbers
 * ``Residual`` is FanOut, branches in parallel, FanInSum: K and Theta add, exact when the
   branches are independent centred processes, i.e. every branch but one ends in an affine
   layer (possibly followed by pooling or flatten), which the constructor checks.
+* ``Product`` is FanOut, branches in parallel, FanInProd (neural-tangents' ``FanInProd``):
+  K = prod_i K_i and Theta = sum_i Theta_i prod_{j != i} K_j (two branches:
+  K_1 Theta_2 + Theta_1 K_2), exact when the branches are independent, i.e. every branch but
+  one holds an affine layer, which the constructor checks.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from lazylab.kernels.deep._spatial import (
 from lazylab.kernels.deep.state import Block, KernelState, to_diag_block, variances
 
 __all__ = ["Layer", "Dense", "Conv", "AvgPool", "GlobalAvgPool", "Flatten", "LayerNorm",
-           "Serial", "Residual", "Shape", "Trace"]
+           "Serial", "FanIn", "Residual", "Product", "Shape", "Trace"]
 
 #: strides, padding fill, per-axis pads, output spatial shape
 Geometry = tuple[tuple[int, ...], str, tuple[tuple[int, int], ...], tuple[int, ...]]
@@ -413,28 +417,42 @@ def _ends_affine(branch: Serial) -> bool:
     return False
 
 
-@dataclass(frozen=True, init=False)
-class Residual(Layer):
-    """FanOut, the branches in parallel, FanInSum: K = sum of the branches' K, Theta alike.
+def _has_weights(layer: Layer) -> bool:
+    """Whether ``layer`` (or a layer inside it) is affine, i.e. has weights of its own."""
+    if isinstance(layer, (Dense, Conv)):
+        return True
+    if isinstance(layer, Serial):
+        return any(_has_weights(sub) for sub in layer.layers)
+    if isinstance(layer, FanIn):
+        return any(_has_weights(b) for b in layer.branches)
+    return False
 
-    Each branch is a layer or a sequence of layers (``()`` or ``Serial()`` is the skip
-    connection). All branches but at most one must end in an affine layer, so that the
-    branches are independent centred processes and the kernels of the sum add exactly.
+
+@dataclass(frozen=True, init=False)
+class FanIn(Layer):
+    """FanOut, the branches in parallel, then a fan-in of their outputs (:meth:`combine`).
+
+    Each branch is a layer or a sequence of layers (``()`` or ``Serial()`` is the identity).
     """
 
     branches: tuple[Serial, ...] = field(default=())
 
     def __init__(self, *branches: Layer | Sequence[Layer]) -> None:
+        name = type(self).__name__
         if len(branches) < 2:
-            raise ValueError(f"Residual needs at least 2 branches; got {len(branches)}")
+            raise ValueError(f"{name} needs at least 2 branches; got {len(branches)}")
         serial = tuple(b if isinstance(b, Serial) else Serial(*_as_layers(b))
                        for b in branches)
-        loose = sum(not _ends_affine(b) for b in serial)
-        if loose > 1:
-            raise ValueError(f"Residual: {loose} branches do not end in Dense or Conv; at "
-                             "most one may (the others' outputs would be correlated and the "
-                             "kernels of their sum would not add)")
+        self._check(serial)
         object.__setattr__(self, "branches", serial)
+
+    def _check(self, branches: tuple[Serial, ...]) -> None:
+        """Raise ValueError when the fan-in's kernel rule is not exact for ``branches``."""
+
+    def combine(self, nngps: list[torch.Tensor], ntks: list[torch.Tensor] | None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The fan-in of the branches' (NNGP, NTK) of one block (the inputs may be reused)."""
+        raise NotImplementedError
 
     def need_in(self, need_out: bool) -> bool:
         return any(b.need_in(need_out) for b in self.branches)
@@ -442,7 +460,8 @@ class Residual(Layer):
     def out_shape(self, shape: Shape) -> Shape:
         shapes = {b.out_shape(shape) for b in self.branches}
         if len(shapes) != 1:
-            raise ValueError(f"Residual branches give different shapes {sorted(shapes)}")
+            raise ValueError(f"{type(self).__name__} branches give different shapes "
+                             f"{sorted(shapes)}")
         return shapes.pop()
 
     def apply(self, state: KernelState, need_out: bool) -> KernelState:
@@ -452,19 +471,13 @@ class Residual(Layer):
         if any(o.full for o in outs) and not all(o.full for o in outs):
             outs = [_to_diag(o) if o.full else o for o in outs]
         first = outs[0]
-        summed = []
+        combined = []
         for i, block in enumerate(first.blocks()):
             parts = [o.blocks()[i] for o in outs]
-            k = parts[0].nngp + parts[1].nngp
-            for p in parts[2:]:
-                k.add_(p.nngp)
-            ntk = None
-            if block.ntk is not None:
-                ntk = parts[0].ntk + parts[1].ntk  # type: ignore[operator]
-                for p in parts[2:]:
-                    ntk.add_(p.ntk)  # type: ignore[arg-type]
-            summed.append(Block(k, ntk, block.batch))
-        return first.with_blocks(summed)
+            ntks = None if block.ntk is None else [p.ntk for p in parts]
+            k, ntk = self.combine([p.nngp for p in parts], ntks)  # type: ignore[arg-type]
+            combined.append(Block(k, ntk, block.batch))
+        return first.with_blocks(combined)
 
     def trace(self, shape: Shape, full: bool, need_out: bool) -> tuple[Shape, bool,
                                                                       list[Trace]]:
@@ -479,3 +492,80 @@ class Residual(Layer):
                              r.elems + _SLACK * 2 * _elems(shape, full))
                        for r in rec)
         return self.out_shape(shape), all(fulls), out
+
+
+@dataclass(frozen=True, init=False)
+class Residual(FanIn):
+    """FanOut, the branches in parallel, FanInSum: K = sum of the branches' K, Theta alike.
+
+    Each branch is a layer or a sequence of layers (``()`` or ``Serial()`` is the skip
+    connection). All branches but at most one must end in an affine layer, so that the
+    branches are independent centred processes and the kernels of the sum add exactly.
+    """
+
+    def _check(self, branches: tuple[Serial, ...]) -> None:
+        loose = sum(not _ends_affine(b) for b in branches)
+        if loose > 1:
+            raise ValueError(f"Residual: {loose} branches do not end in Dense or Conv; at "
+                             "most one may (the others' outputs would be correlated and the "
+                             "kernels of their sum would not add)")
+
+    def combine(self, nngps: list[torch.Tensor], ntks: list[torch.Tensor] | None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        k = nngps[0] + nngps[1]
+        for t in nngps[2:]:
+            k.add_(t)
+        ntk = None
+        if ntks is not None:
+            ntk = ntks[0] + ntks[1]
+            for t in ntks[2:]:
+                ntk.add_(t)
+        return k, ntk
+
+
+@dataclass(frozen=True, init=False)
+class Product(FanIn):
+    """FanOut, the branches in parallel, FanInProd: the elementwise product of the outputs.
+
+    For independent branches f_1, ..., f_B (neural-tangents' ``stax.FanInProd``; Novak et al.
+    2020) the NNGP of the product is the product of the NNGPs and the NTK follows the product
+    rule,
+
+        K = prod_i K_i,    Theta = sum_i Theta_i prod_{j != i} K_j,
+
+    (two branches: K = K_1 K_2, Theta = K_1 Theta_2 + Theta_1 K_2), entrywise, per pair of
+    spatial positions. Each branch is a layer or a sequence of layers (``()`` is the identity).
+    Independence in the infinite-width limit needs every branch but at most one to hold an
+    affine layer of its own (branches with their own weights are independent given their
+    input, and a branch's channel is asymptotically independent of the same channel of the
+    input); the constructor checks it. No centring is needed: unlike a sum, a product of
+    independent factors has the product of their second moments. The cross terms of the NTK,
+    E[f_2(x) f_1(z)] <grad f_1(x), grad f_2(z)>, vanish at infinite width (the branches'
+    gradients with respect to shared layers meet only through independent centred weights).
+    """
+
+    def _check(self, branches: tuple[Serial, ...]) -> None:
+        free = sum(not _has_weights(b) for b in branches)
+        if free > 1:
+            raise ValueError(f"Product: {free} branches have no Dense or Conv layer; at most "
+                             "one may (the others' outputs would be correlated and the NNGP "
+                             "of their product would not factor)")
+
+    def combine(self, nngps: list[torch.Tensor], ntks: list[torch.Tensor] | None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        ntk = None
+        if ntks is not None:
+            terms = []
+            for i, t in enumerate(ntks):
+                term = t.clone()
+                for j, k in enumerate(nngps):
+                    if j != i:
+                        term.mul_(k)
+                terms.append(term)
+            ntk = terms[0]
+            for term in terms[1:]:
+                ntk.add_(term)
+        k = nngps[0] * nngps[1]
+        for t in nngps[2:]:
+            k.mul_(t)
+        return k, ntk

@@ -3,12 +3,14 @@
 * :func:`layers_from_module` / :func:`kernel_from_module`: an ``nn.Sequential`` or any
   ``torch.fx``-traceable model built from ``nn.Linear``, ``nn.Conv1d``/``nn.Conv2d``,
   supported activations, ``nn.AvgPool1d``/``nn.AvgPool2d``, ``nn.AdaptiveAvgPool1d(1)``/
-  ``nn.AdaptiveAvgPool2d(1)``, ``nn.Flatten``, ``nn.LayerNorm`` and residual sums
-  (``x + block(x)``, ``a(x) + b(x)``) becomes a :class:`~.layers.Serial`. The module gives the
-  architecture (layer types, widths, strides, padding, whether a layer has a bias); the weight
-  and bias scales come from the arguments, since the infinite-width kernel is a property of the
-  initial distribution, not of one draw (the module's own weights are not read). LayerNorm's
-  affine parameters are taken as fixed at their initial values (weight 1, bias 0).
+  ``nn.AdaptiveAvgPool2d(1)``, ``nn.Flatten``, ``nn.LayerNorm``, residual sums
+  (``x + block(x)``, ``a(x) + b(x)``: :class:`~.layers.Residual`) and products of branches
+  (``a(x) * b(x)``: :class:`~.layers.Product`) becomes a :class:`~.layers.Serial`. The
+  module gives the architecture (layer types, widths, strides, padding, whether a layer has a
+  bias); the weight and bias scales come from the arguments, since the infinite-width kernel
+  is a property of the initial distribution, not of one draw (the module's own weights are
+  not read). LayerNorm's affine parameters are taken as fixed at their initial values
+  (weight 1, bias 0).
   A layer without an infinite-width rule (BatchNorm, MaxPool, attention, ...) is refused with
   one line naming it and the supported layers.
 * :func:`ntk_parametrize`: the finite network of a description, W, b ~ N(0, 1) scaled in the
@@ -43,6 +45,7 @@ from lazylab.kernels.deep.layers import (
     GlobalAvgPool,
     Layer,
     LayerNorm,
+    Product,
     Residual,
     Serial,
 )
@@ -53,7 +56,7 @@ __all__ = ["layers_from_module", "kernel_from_module", "SUPPORTED", "Unsupported
 SUPPORTED = ("Linear", "Conv1d", "Conv2d", "ReLU", "LeakyReLU", "GELU", "Tanh", "Sigmoid",
              "Softplus", "SiLU", "ELU", "Identity", "AvgPool1d", "AvgPool2d",
              "AdaptiveAvgPool1d(1)", "AdaptiveAvgPool2d(1)", "Flatten", "LayerNorm",
-             "residual sums")
+             "residual sums", "products of branches")
 
 _QUADRATURE = (nn.Tanh, nn.Sigmoid, nn.Softplus, nn.SiLU, nn.ELU)
 _FUNCTIONS: dict[object, Callable[[], Layer]] = {
@@ -62,6 +65,9 @@ _FUNCTIONS: dict[object, Callable[[], Layer]] = {
     torch.sigmoid: lambda: Elementwise(torch.sigmoid, name="sigmoid"),
     torch.erf: Erf, torch.sin: Sin,
 }
+
+
+_FAN_IN = (operator.add, torch.add, operator.mul, torch.mul)
 
 
 class UnsupportedLayer(ValueError):
@@ -131,12 +137,14 @@ def _pair(v: int | Sequence[int], m: nn.Module) -> tuple[int, ...]:
 Path = tuple[Layer, ...]
 
 
-def _add(a: Path, b: Path) -> Path:
-    """The path of a(x) + b(x): the common prefix, then a residual of the two suffixes."""
+def _add(a: Path, b: Path, product: bool = False) -> Path:
+    """The path of a(x) + b(x) (or a(x) * b(x)): the common prefix, then a residual (or a
+    product) of the two suffixes."""
     i = 0
     while i < min(len(a), len(b)) and a[i] is b[i]:
         i += 1
-    return a[:i] + (Residual(Serial(*a[i:]), Serial(*b[i:])),)
+    fan_in = Product if product else Residual
+    return a[:i] + (fan_in(Serial(*a[i:]), Serial(*b[i:])),)
 
 
 def _node_layer(node: fx.Node, gm: fx.GraphModule, W_std: float, b_std: float,
@@ -180,11 +188,13 @@ def layers_from_module(module: nn.Module, *, W_std: float = 1.0, b_std: float = 
             paths[node] = ()
         elif node.op == "output":
             result = paths[node.args[0]]
-        elif node.op == "call_function" and node.target in (operator.add, torch.add):
+        elif node.op == "call_function" and node.target in _FAN_IN:
             a, b = node.args[:2]
+            product = node.target in (operator.mul, torch.mul)
             if not (isinstance(a, fx.Node) and isinstance(b, fx.Node)) or len(node.args) > 2:
-                raise _refuse("an addition of a non-layer value")
-            paths[node] = _add(paths[a], paths[b])
+                what = "a product" if product else "an addition"
+                raise _refuse(f"{what} of a non-layer value")
+            paths[node] = _add(paths[a], paths[b], product)
         else:
             src = node.args[0] if node.args else None
             if not isinstance(src, fx.Node) or src not in paths:

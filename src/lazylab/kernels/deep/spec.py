@@ -6,7 +6,8 @@ bench/bench_vs_neural_tangents.py and of the reference values in the tests: ``"D
 ``"CIRCULAR"``), ``"ABRelu"`` (``a``, ``b``), ``"Erf"``/``"Sin"`` (``a``, ``b``, ``c0``),
 ``"Gelu"``, ``"AvgPool"`` (``window``, ``strides``, ``padding``), ``"GlobalAvgPool"``,
 ``"Flatten"``, ``"LayerNorm"`` (``eps``, ``axis``: ``"channels"`` or ``"all"``, with ``nd``
-the spatial dimensions for neural-tangents) and ``"Residual"`` (``branches``: lists of specs);
+the spatial dimensions for neural-tangents), ``"Residual"`` and ``"Product"`` (``branches``:
+lists of specs; FanInSum and FanInProd);
 affine layers take ``W_std``, ``b_std``, ``parameterization``, ``width``.
 
 Example
@@ -29,6 +30,7 @@ from lazylab.kernels.deep.layers import (
     GlobalAvgPool,
     Layer,
     LayerNorm,
+    Product,
     Residual,
     Serial,
 )
@@ -63,6 +65,7 @@ def layer_from_spec(spec: dict[str, Any]) -> Layer:
     if t == "AvgPool":
         return AvgPool(tuple(kw["window"]), tuple(kw.get("strides") or kw["window"]),
                        kw.get("padding", "valid").lower())
-    if t == "Residual":
-        return Residual(*[Serial(*[layer_from_spec(s) for s in b]) for b in kw["branches"]])
+    if t in ("Residual", "Product"):
+        fan_in = Residual if t == "Residual" else Product
+        return fan_in(*[Serial(*[layer_from_spec(s) for s in b]) for b in kw["branches"]])
     raise ValueError(f"unknown layer type {t!r}")
