@@ -225,17 +225,6 @@ def parse_assignments(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _check_keys(exps: Sequence[Experiment], assignments: dict[str, str]) -> None:
-    known = sorted({k for e in exps for k in e.Params.model_fields})
-    for key in assignments:
-        if key not in known:
-            close = difflib.get_close_matches(key, known, n=3)
-            hint = f"did you mean {', '.join(close)}? " if close else ""
-            ids = ", ".join(e.id for e in exps)
-            raise InputError(f"unknown --set key {key!r}: no parameter of that name in {ids}; "
-                             f"{hint}`lazylab show ID` lists the keys")
-
-
 # ---- commands -------------------------------------------------------------------------------
 def _duration(sec: float | None) -> str:
     if sec is None:
@@ -655,10 +644,10 @@ def reproduce(
         _refuse_unknown_fast(targets)
         _check_sets_fast(targets, assignments)
 
-        from lazylab.runner import resolve_spec
+        from lazylab.runner.params import check_keys, resolve_spec
 
         dev, exps, policy = _resolve_run(targets, device, run)
-        _check_keys(exps, assignments)
+        check_keys(exps, assignments)
         specs = [resolve_spec(e, scale, assignments, seeds, dev, policy, run.precision)
                  for e in exps]
         _cost_guard(specs, yes=yes, workers=workers)

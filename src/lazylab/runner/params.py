@@ -1,6 +1,7 @@
 """``--set KEY=VALUE`` strings to validated parameters, with one-line messages.
 
-:func:`coerce` shapes a string for pydantic (lists split on commas, Literal choices matched,
+:func:`check_keys` refuses a key no selected experiment has; :func:`coerce` shapes a string for
+pydantic (lists split on commas, Literal choices matched,
 ``none`` for optional fields); pydantic validates the rest (bounds, choices, finite floats);
 :func:`describe_validation_error` names each bad parameter and what is allowed;
 :func:`resolve_spec` then runs the experiment's own ``validate(p)`` (:func:`validate`) and
@@ -12,11 +13,13 @@ computes the grid once, all before the store is touched or anything is computed.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import json
 import math
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +33,8 @@ if TYPE_CHECKING:
 
     from lazylab.experiments.base import Experiment, ExperimentParams
 
-__all__ = ["SEEDS_MAX", "check_seeds", "coerce", "describe_validation_error", "resolve_spec"]
+__all__ = ["SEEDS_MAX", "check_keys", "check_seeds", "coerce", "describe_validation_error",
+           "resolve_spec"]
 
 #: The most seeds per unit a run accepts (a sane cap: 10^4 seeds of the smallest grid already
 #: take hours; a crafted config.json with more is refused instead of hanging).
@@ -41,6 +45,19 @@ def check_seeds(seeds: int, what: str = "--seeds") -> None:
     """InputError unless ``1 <= seeds <= SEEDS_MAX``."""
     if not 1 <= seeds <= SEEDS_MAX:
         raise InputError(f"{what} must be between 1 and {SEEDS_MAX}; got {seeds}")
+
+
+def check_keys(exps: Sequence[Experiment], assignments: dict[str, str]) -> None:
+    """InputError naming a ``--set`` key that no selected experiment has (with close matches);
+    a key some of them have is applied to those only (:func:`resolve_spec`)."""
+    known = sorted({k for e in exps for k in e.Params.model_fields})
+    for key in assignments:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=3)
+            hint = f"did you mean {', '.join(close)}? " if close else ""
+            ids = ", ".join(e.id for e in exps)
+            raise InputError(f"unknown --set key {key!r}: no parameter of that name in {ids}; "
+                             f"{hint}`lazylab show ID` lists the keys")
 
 
 def coerce(ann: Any, raw: str) -> Any:
