@@ -12,7 +12,7 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.estimator_checks import check_param_validation, parametrize_with_checks
 
 from lazylab.estimators import KernelRegressor, RandomFeaturesRegressor
 
@@ -118,6 +118,15 @@ def test_parameters_are_refused_by_their_declared_constraints(est, name, says):
     msg = str(info.value)
     assert msg.startswith(f"The {name!r} parameter of {type(est).__name__} must be {says}")
     assert "\n" not in msg and isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("est", [KernelRegressor(), RandomFeaturesRegressor()],
+                         ids=lambda e: type(e).__name__)
+def test_sklearns_parameter_validation_check(est):
+    """The check scikit-learn runs on its own estimators (not part of
+    ``parametrize_with_checks``): every parameter set to a value of no declared type is refused
+    by fit, and every declared constraint is one sklearn knows."""
+    check_param_validation(type(est).__name__, est)
 
 
 def test_every_parameter_has_a_constraint():
