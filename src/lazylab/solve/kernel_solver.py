@@ -379,6 +379,26 @@ class KernelRegression:
     preconditioner_rank : the Nystrom rank kept.
     residuals : the max relative residual after each iteration.
     solver : ``"cg"`` or ``"direct"`` (the formed kernel, :func:`operator_regression`).
+
+    See Also
+    --------
+    kernel_regression : the CG fit over kernel tiles that returns one.
+
+    lazylab.solve.operator_regression : the same for an implicit kernel (formed or by CG).
+
+    lazylab.estimators.KernelRegressor : the scikit-learn estimator on top of both.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from lazylab.solve import kernel_regression
+    >>> g = torch.Generator().manual_seed(0)
+    >>> X = torch.randn(200, 3, generator=g, dtype=torch.float64)
+    >>> fit = kernel_regression(X, torch.sin(X[:, 0]), ridge=1e-2, rank=50, tol=1e-5)
+    >>> fit.info.converged, fit.solver, fit.alpha.shape
+    (True, 'cg', torch.Size([200]))
+    >>> fit.predict(X[:3]).shape  # k(Xnew, X) alpha
+    torch.Size([3])
     """
 
     alpha: torch.Tensor
