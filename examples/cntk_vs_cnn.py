@@ -244,6 +244,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="average-pool the images to this side for the gap rows")
     p.add_argument("--width", type=int, default=16)
     p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--gap-width", type=int, default=None,
+                   help="channels of the gap rows' CNN (default --width)")
+    p.add_argument("--gap-epochs", type=int, default=None,
+                   help="epochs of the gap rows' CNN (default --epochs)")
     p.add_argument("--lr", type=float, default=3e-2)
     p.add_argument("--ridge", type=float, default=1e-6,
                    help="ridge over the mean of the kernel's diagonal (0: ridgeless)")
@@ -251,13 +255,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=None, help="CSV of the results")
     args = p.parse_args(argv)
     args.depths, args.heads = _depths(args.depths), _heads(args.heads)
-    for name in ("n_train", "n_test", "gap_n_train", "gap_n_test", "width", "flatten_side",
-                 "gap_side"):
+    for name in ("n_train", "n_test", "gap_n_train", "gap_n_test", "width", "gap_width",
+                 "flatten_side", "gap_side"):
         v = getattr(args, name)
         if v is not None and v < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive integer; got {v}")
-    if args.epochs < 0 or not args.lr > 0 or not args.ridge >= 0:
-        raise UsageError("--epochs must be >= 0, --lr > 0 and --ridge >= 0")
+    if min(args.epochs, args.gap_epochs or 0) < 0 or not args.lr > 0 or not args.ridge >= 0:
+        raise UsageError("--epochs and --gap-epochs must be >= 0, --lr > 0 and --ridge >= 0")
     return args
 
 
@@ -267,6 +271,8 @@ def run_head(head: str, data: tuple[torch.Tensor, ...], args: argparse.Namespace
     side = args.flatten_side if head == "flatten" else args.gap_side
     n_tr = (args.gap_n_train if head == "gap" else None) or args.n_train
     n_te = (args.gap_n_test if head == "gap" else None) or args.n_test
+    width = (args.gap_width if head == "gap" else None) or args.width
+    epochs = args.epochs if head == "flatten" or args.gap_epochs is None else args.gap_epochs
     X, y, Xt, yt = data
     X, y, Xt, yt = X[:n_tr], y[:n_tr], Xt[:n_te], yt[:n_te]
     X, Xt = downsample(X, side or X.shape[-1]), downsample(Xt, side or X.shape[-1])
@@ -277,8 +283,8 @@ def run_head(head: str, data: tuple[torch.Tensor, ...], args: argparse.Namespace
     rows: list[dict[str, object]] = []
     for d in args.depths:
         t0, c0 = time.perf_counter(), time.process_time()
-        cnn = train_cnn(d, head, (X, y, Xt, yt), args.width, args.epochs, args.lr,
-                        args.seed) if args.epochs else float("nan")
+        cnn = train_cnn(d, head, (X, y, Xt, yt), width, epochs, args.lr,
+                        args.seed) if epochs else float("nan")
         cnn_s, cnn_cpu = time.perf_counter() - t0, time.process_time() - c0
         eig, asym = gram_checks(K_train[d])
         rows.append({"dataset": args.dataset, "head": head, "side": X.shape[-1], "depth": d,
