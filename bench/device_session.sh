@@ -53,7 +53,7 @@ step 60 probes $PY -c "
 import torch, sys
 sys.path.insert(0, 'bench')
 from bench_paper_scale import gemm_flops_per_second
-from lazylab.train import capture as cg
+from lazylab.train import capture as cg, ensemble, packed  # noqa: F401 (they register their probes)
 d = torch.device('$DEVICE')
 print('float32 GEMM', gemm_flops_per_second(d) / 1e12, 'TFLOP/s')
 if d.type == 'cuda':
