@@ -79,6 +79,12 @@ def test_every_name_in_a_package_all_resolves(package):
     assert missing == [], f"{package}.__all__ names what it does not define: {missing}"
 
 
+def test_no_top_level_name_shadows_a_module():
+    modules = {p.stem for p in SRC.glob("*.py")}
+    modules |= {p.parent.name for p in SRC.glob("*/__init__.py")}
+    assert sorted(set(lazylab.__all__) & modules) == []
+
+
 def test_import_lazylab_stays_light_and_unknown_names_fail():
     import subprocess
     import sys

@@ -31,7 +31,6 @@ __version__ = "0.2.0"
 
 if TYPE_CHECKING:
     from lazylab.activations import ACTIVATIONS, Activation, get_activation
-    from lazylab.bibtex import bibtex
     from lazylab.device import available_devices, memory_budget, resolve_device, set_memory_budget
     from lazylab.errors import (
         DataNotFound,
@@ -58,7 +57,6 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "lazylab.store": ("STORE_NAME", "Store", "StoredUnit"),
     "lazylab.report": ("rebuild", "write_report"),
     "lazylab.ids": ("PAPERS", "Paper"),
-    "lazylab.bibtex": ("bibtex",),
     "lazylab.testing": ("check_experiment", "experiment_checks"),
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
@@ -77,8 +75,8 @@ __all__ = [
     "STORE_NAME", "Store", "StoredUnit",
     # the report over an output directory (lazylab.report)
     "rebuild", "write_report",
-    # the reproduced papers (lazylab.ids, lazylab.bibtex)
-    "PAPERS", "Paper", "bibtex",
+    # the reproduced papers (lazylab.ids; their BibTeX: lazylab.bibtex)
+    "PAPERS", "Paper",
     # checks of an experiment plugin (lazylab.testing)
     "check_experiment", "experiment_checks",
 ]
