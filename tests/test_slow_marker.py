@@ -5,6 +5,7 @@ runs. Collection only, in a fresh interpreter, over the files the list names."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -28,15 +29,38 @@ def make_test_args() -> list[str]:
     return words[3:]
 
 
-def collected(*args: str) -> tuple[int, set[str]]:
-    """(exit status, node ids) of ``pytest --collect-only ARGS FILES`` run from the root
-    (so with pyproject.toml's addopts), FILES being the files SLOW_TESTS names."""
+#: Collects twice in one interpreter (the second time reuses the imports): FILES with
+#: pyproject.toml's addopts as they are, then with ARGS after them; prints one JSON line of
+#: [[exit status, node ids], ...].
+COLLECT = """
+import json, sys
+import pytest
+
+class Ids:
+    def pytest_collection_finish(self, session):
+        self.ids = [item.nodeid for item in session.items]
+
+files, extra = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+out = []
+for args in ([], extra):
+    rec = Ids()
+    code = pytest.main(["--collect-only", "-qq", "-p", "no:cacheprovider", *args, *files],
+                       plugins=[rec])
+    out.append([int(code), rec.ids])
+print(json.dumps(out))
+"""
+
+
+def collected(*args: str) -> list[tuple[int, set[str]]]:
+    """(exit status, node ids) of ``pytest --collect-only FILES`` run from the root (so with
+    pyproject.toml's addopts), then of ``pytest --collect-only ARGS FILES``; FILES are the
+    files SLOW_TESTS names."""
     files = sorted({entry.split("::", 1)[0] for entry in SLOW_TESTS})
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "--verbosity=-1",
-                        "-p", "no:cacheprovider", *args, *files], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=600)
-    return r.returncode, {ln for ln in r.stdout.splitlines() if "::" in ln}
+    r = subprocess.run([sys.executable, "-c", COLLECT, json.dumps(files), json.dumps(args)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return [(code, set(ids)) for code, ids in json.loads(r.stdout.splitlines()[-1])]
 
 
 def named(entry: str, ids: set[str]) -> set[str]:
@@ -46,8 +70,7 @@ def named(entry: str, ids: set[str]) -> set[str]:
 @pytest.fixture(scope="module")
 def selections() -> tuple[set[str], set[str]]:
     """Node ids collected by plain `pytest` and by `make test`'s arguments."""
-    code_plain, plain = collected()
-    code_make, make = collected(*make_test_args())
+    (code_plain, plain), (code_make, make) = collected(*make_test_args())
     assert code_plain in (0, 5) and code_make == 0, (code_plain, code_make)
     return plain, make
 
