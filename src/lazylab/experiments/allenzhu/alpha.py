@@ -7,6 +7,12 @@ N = ``n_all`` and (b) on the hidden layers with N = ``n_hidden``, same protocol 
 the paper's sizes; for beta = 0 that is predicting 0), so error / (k alpha^2) < 1 means part
 of the composite signal was learned. The paper: for beta >~ alpha the ResNet goes well below its
 reference; for beta <~ alpha learning the composite signal is "practically impossible".
+
+As a stated extra (no claim uses it), "resnet(beta=..., NTK, infinite width)" is kernel ridge
+on each beta's samples with the closed-form infinite-width NTK of the 3-layer ResNet of
+Eq. (2.1) (:func:`lazylab.experiments.allenzhu.infinite.resnet3_ntk`, the m -> infinity limit
+of the network's NTK at its init), with the ridge grid and selections of
+``allenzhu-performance``'s kernel baselines: the figure draws it as a dotted line per beta.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from pydantic import Field, field_validator
 
 from lazylab.experiments import register
 from lazylab.experiments.allenzhu.common import PAPER
+from lazylab.experiments.allenzhu.infinite import INFINITE
 from lazylab.experiments.allenzhu.performance import (
     ERR,
     PANELS,
@@ -26,6 +33,7 @@ from lazylab.experiments.allenzhu.performance import (
     check_t1,
     fit_rows,
     fit_unit,
+    infinite_rows,
     panel_mode,
     panel_skipped,
     t1_peak_bytes,
@@ -98,16 +106,27 @@ class Alpha(Experiment):
         return t1_peak_bytes(p, ["3resnet"], baselines=False)
 
     def units(self, p: AlphaParams) -> list[dict[str, Any]]:
-        return [{"panel": panel, "beta": b, "m": m}
-                for panel in p.panels for b in p.betas for m in p.widths]
+        out = [{"panel": panel, "beta": b, "m": m}
+               for panel in p.panels for b in p.betas for m in p.widths]
+        # the infinite-width extras come last: the other units keep their order
+        return out + [{"panel": panel, "beta": b, "infinite": "3resnet"}
+                      for panel in p.panels for b in p.betas]
 
     def run_unit(self, p: AlphaParams, key: dict[str, Any], seed: int,
                  device: torch.device, prep: Any = None) -> list[dict[str, Any]]:
-        panel, beta, m = key["panel"], float(key["beta"]), int(key["m"])
+        panel, beta = key["panel"], float(key["beta"])
         mode, nkey = panel_mode(panel)
         data_seed = derive_seed("allenzhu-t1", p.data_seed, panel, beta)
-        fit = fit_unit(p, "3resnet", mode, m, getattr(p, nkey), beta, seed, data_seed, device)
         ref = p.k * p.alpha ** 2
+        if "infinite" in key:
+            meth, n = method(beta, INFINITE), getattr(p, nkey)
+            rows = infinite_rows(p, panel, "3resnet", n, beta, data_seed, device, meth,
+                                 beta=beta)
+            return rows + [row(meth, "N", n, "relative_error", r["value"] / ref, panel=panel,
+                               beta=beta, mode=INFINITE, selection=r["selection"])
+                           for r in rows if r["metric"] == ERR]
+        m = int(key["m"])
+        fit = fit_unit(p, "3resnet", mode, m, getattr(p, nkey), beta, seed, data_seed, device)
         rows = fit_rows(method(beta, mode), "m", m, fit, panel=panel, beta=beta, mode=mode)
         rows += [row(method(beta, mode), "m", m, "relative_error", fit.test[s] / ref,
                      panel=panel, beta=beta, mode=mode, selection=s) for s in ("test", "val")]
@@ -174,12 +193,17 @@ class Alpha(Experiment):
                 if len(s.x):
                     ax.plot(s.x, s.mean, "o-", ms=4, color=colors[j % len(colors)],
                             label=method(b, mode))
+                v = results.select(method=method(b, INFINITE), metric=ERR, panel=panel,
+                                   selection="test")
+                if v:
+                    ax.axhline(sum(r["value"] for r in v) / len(v), color=colors[j % len(colors)],
+                               ls=(0, (1, 1)), lw=1.4, label=method(b, INFINITE))
             ax.axhline(ref, color="red", ls="--", lw=1.2, label=f"k alpha^2 = {ref:g}")
             ax.set_xscale("log")
             ax.set_yscale("log")
             finish(ax, xlabel="m = number of hidden neurons", ylabel="test error",
                    title=f"({panel}) N = {getattr(p, nkey)}, alpha = {p.alpha:g} "
                          f"[paper selection]")
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=6, ncol=2)
         fig.tight_layout()
         return fig

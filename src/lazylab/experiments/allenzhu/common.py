@@ -5,6 +5,7 @@ selection)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -195,13 +196,18 @@ def fit_ridge(F: torch.Tensor, Fv: torch.Tensor, Ft: torch.Tensor, data: T1Data)
     return _from_preds(preds, data)
 
 
-def fit_kernel(kernel: str, data: T1Data) -> Fit:
-    """Kernel ridge with the Gaussian kernel exp(-||x - y||^2 / (2d)) or the two-layer ReLU NTK
-    (both layers) on (x / sqrt(d), 1) / sqrt(2); best over RIDGE_GRID x mean diag."""
+def fit_kernel(kernel: str | Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+               data: T1Data) -> Fit:
+    """Kernel ridge with the Gaussian kernel exp(-||x - y||^2 / (2d)), the two-layer ReLU NTK
+    (both layers) on (x / sqrt(d), 1) / sqrt(2), or a Gram function (A, B) -> K(A, B) (such as
+    :func:`lazylab.experiments.allenzhu.infinite.infinite_ntk`), in float64; best over
+    RIDGE_GRID x mean diag."""
     d = data.X.shape[1]
 
     def gram(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
         A, B = A.double(), B.double()
+        if callable(kernel):
+            return kernel(A, B)
         if kernel == "gaussian":
             return torch.exp(-torch.cdist(A, B).square() / (2 * d))
         aug = [torch.cat([Z / math.sqrt(d), torch.ones(len(Z), 1, dtype=Z.dtype)], 1)

@@ -11,6 +11,11 @@ layers (3resnet: W, V; 3layer: W, U; 2layer: W). Learners 3resnet (bottleneck Re
 last hidden layer (conjugate kernel; the ResNet's inner A untied) and "(NTK)" = the network
 linearized at its init, trained by the same SGD grid. Width-free baselines: kernel ridge with the
 Gaussian kernel exp(-||x - y||^2 / (2d)) and the closed-form two-layer ReLU NTK on (x, 1).
+As a stated extra (no claim uses them), "3layer(NTK, infinite width)" and "3resnet(NTK, infinite
+width)" are kernel ridge with the closed-form infinite-width NTK of the 3layer network and of
+the 3-layer ResNet of Eq. (2.1) (:mod:`lazylab.experiments.allenzhu.infinite`, built with
+:mod:`lazylab.kernels.deep`), the m -> infinity limit of the "(NTK)" rows' kernel at the same
+init, on the same samples and with the same ridge grid and selections as the baselines.
 
 Protocol (Sec. 8.1): SGD, momentum 0.9, batch 50, lr / 10 at half the epochs, the {1, 2, 5} x
 10^k grid of lr x weight decay trained as one batched ensemble
@@ -56,6 +61,7 @@ from lazylab.experiments.allenzhu.common import (
     ridge_peak_bytes,
     t1_data,
 )
+from lazylab.experiments.allenzhu.infinite import INFINITE, infinite_ntk
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
 from lazylab.experiments.style import finish, method_color
 from lazylab.experiments.toolkit import K_SE, sub_generator
@@ -66,6 +72,8 @@ __all__ = ["Performance", "T1Params"]
 
 KERNEL_BASELINES = ("gaussian kernel", "ReLU NTK kernel")
 ERR = "test_error"
+#: Learners whose closed-form infinite-width NTK is fitted as a stated extra.
+INF_ARCHS = ("3resnet", "3layer")
 
 
 def _sorted_within(values: list, ok: Callable[[Any], bool], message: str) -> list:
@@ -191,6 +199,24 @@ def fit_unit(p: T1Params, arch: str, mode: str, m: int, n: int, beta: float, see
                    batch_size=p.batch_size, seed=seed, max_group=p.max_group)
 
 
+def infinite_method(arch: str) -> str:
+    """The method name of ``arch``'s infinite-width NTK rows."""
+    return f"{arch}({INFINITE})"
+
+
+def infinite_rows(p: T1Params, panel: str, learner: str, n: int, base: float, data_seed: int,
+                  device: torch.device, method: str | None = None,
+                  **facets: Any) -> list[dict]:
+    """Kernel ridge with ``learner``'s closed-form infinite-width NTK
+    (:func:`lazylab.experiments.allenzhu.infinite.infinite_ntk`) on the panel's samples with
+    base-signal weight ``base``: test / SE / train rows at x = N under ``method`` (default
+    :func:`infinite_method`), mode INFINITE, with ``facets``."""
+    data = t1_data(p.d, p.alpha, base, n, p.n_val, p.n_test, data_seed, device)
+    fit = fit_kernel(infinite_ntk(learner), data)
+    return fit_rows(method or infinite_method(learner), "N", n, fit, panel=panel,
+                    mode=INFINITE, **facets)
+
+
 def fit_rows(method: str, x_name: str, x: float, fit: Any, **facets: Any) -> list[dict]:
     """test_error / test_error_se / train_error rows for both selections."""
     out = []
@@ -263,6 +289,8 @@ class Performance(Experiment):
                 for mm in (mode, "last", "NTK"):
                     out += [{"panel": panel, "arch": arch, "mode": mm, "m": m} for m in p.widths]
             out += [{"panel": panel, "kernel": kern} for kern in KERNEL_BASELINES]
+        # the infinite-width extras come last: the other units keep their order
+        out += [{"panel": panel, "infinite": arch} for panel in p.panels for arch in INF_ARCHS]
         return out
 
     def run_unit(self, p: T1Params, key: dict[str, Any], seed: int,
@@ -272,6 +300,9 @@ class Performance(Experiment):
         # Every learner of a panel sees the same samples (drawn from data_seed and the panel);
         # the unit seed varies the initialization and the mini-batch order.
         data_seed = derive_seed("allenzhu-t1", p.data_seed, panel)
+        if "infinite" in key:
+            arch = key["infinite"]
+            return infinite_rows(p, panel, arch, n, 1.0, data_seed, device, arch=arch)
         if "kernel" in key:
             data = t1_data(p.d, p.alpha, 1.0, n, p.n_val, p.n_test, data_seed, device)
             fit = fit_kernel("gaussian" if key["kernel"] == KERNEL_BASELINES[0] else "relu-ntk",
@@ -352,6 +383,12 @@ class Performance(Experiment):
                     if len(s.x):
                         ax.errorbar(s.x, s.mean, yerr=K_SE * s.sem if s.n.min() > 1 else None,
                                     fmt="o" + ls, ms=4, color=method_color(arch), label=meth)
+            for arch in INF_ARCHS:
+                v = results.select(method=infinite_method(arch), metric=ERR, panel=panel,
+                                   selection="test")
+                if v:
+                    ax.axhline(sum(r["value"] for r in v) / len(v), color=method_color(arch),
+                               ls=(0, (1, 1)), lw=1.6, label=infinite_method(arch))
             for kern, c in zip(KERNEL_BASELINES, ("grey", "black"), strict=True):
                 v = results.select(method=kern, metric=ERR, panel=panel, selection="test")
                 if v:

@@ -26,11 +26,23 @@ cat vs horse (10000 / 2000) with the paper's CNN (4 x [conv 3x3, 512 channels, R
 linear), SGD batch 64, lr 5e-3, 100 epochs; with ``dataset=auto`` it falls back to Fashion-MNIST
 when CIFAR-10 is not found (``--set data_root=DIR`` points at ``cifar-10-batches-py``), and says
 so in the title.
+
+As a stated extra (no claim uses it), "NTK regression (infinite width)" is kernel regression
+(ridgeless, the minimum-norm interpolant; :func:`lazylab.solve.kernel_ridge`) of the labels
+with the closed-form NTK of the same architecture at its initialization, lifted from the
+network (:func:`lazylab.kernels.deep.kernel_from_module`) in the standard parametrization of
+PyTorch's default init (weights of variance 1 / (3 fan_in), W_std = 1/sqrt(3), biases
+b_std^2 = 1 / (3 fan_in); neural-tangents' ``parameterization="standard"``, Sohl-Dickstein et
+al. 2020, at the network's layer widths): the infinite-width limit of the linear model f0 + f_L
+trained to convergence, on the same images. Its train and test loss are drawn as horizontal
+lines at the final epoch. For the CNN the kernel tracks the full spatial covariance (average
+pooling needs it), about (H W)^2 numbers per image pair at the first layer.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -43,16 +55,21 @@ from lazylab.device import CPU_BLOCK_BYTES, block_elems
 from lazylab.errors import DataNotFound, InputError
 from lazylab.experiments import register
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
+from lazylab.experiments.cost import scaled_cost
 from lazylab.experiments.nichani.common import PAPER, paired_gap
 from lazylab.experiments.style import method_color
 from lazylab.experiments.toolkit import K_SE, sub_generator
+from lazylab.kernels.deep import Conv, DeepKernel, Dense, layers_from_module
 from lazylab.models import TaylorModel
+from lazylab.solve import kernel_ridge
 from lazylab.train import fit
 from lazylab.train.meter import sampled_blocks
 
-__all__ = ["TaylorExperiment", "TaylorParams", "image_net"]
+__all__ = ["TaylorExperiment", "TaylorParams", "image_net", "infinite_ntk", "kernel_rows"]
 
 FULL, LIN, QUAD = "full network", "f0 + f_L", "f0 + f_L + f_Q"
+#: The method of the infinite-width kernel regression rows (a stated extra).
+INFINITE = "NTK regression (infinite width)"
 X_NAME = "epoch"
 CLASSES = {"fashion-mnist": ("Pullover", "Shirt"), "cifar10": ("cat", "horse")}
 
@@ -90,6 +107,72 @@ def image_net(arch: Literal["mlp", "cnn"], shape: tuple[int, int, int], width: i
                     t.copy_((2 * torch.rand(t.shape, generator=generator,
                                             device=generator.device) - 1) * bound)
     return net
+
+
+def infinite_ntk(net: nn.Module) -> DeepKernel:
+    """The closed-form NTK of :func:`image_net`'s architecture at PyTorch's default init
+    (module docstring): lifted from ``net`` in the standard parametrization, W_std = 1/sqrt(3)
+    and each layer's b_std = 1/sqrt(3 fan_in), float64."""
+    desc = layers_from_module(net, W_std=1 / math.sqrt(3), b_std=1.0,
+                              parameterization="standard")
+    fans = iter(mod.weight[0].numel() for mod in net.modules()
+                if isinstance(mod, nn.Linear | nn.Conv2d))
+    layers = [replace(layer, b_std=1 / math.sqrt(3 * next(fans)))
+              if isinstance(layer, Dense | Conv) else layer for layer in desc.layers]
+    return DeepKernel(layers, dtype=torch.float64)
+
+
+#: CPU seconds per covariance entry of the kernel (an entry of one layer's NNGP/NTK for one
+#: image pair, summed over layers; measured on one core of the development machine, float64).
+KERNEL_ENTRY_SECONDS = 2e-8
+#: CPU seconds per flop of a float64 GEMM on one core (the MLP kernel's input covariance).
+GEMM_FLOP_SECONDS = 1e-10
+
+
+def kernel_pairs(p: TaylorParams) -> float:
+    """Image pairs of the kernel regression: the symmetric training Gram (each pair once)
+    and the test rows."""
+    return p.n_train * (p.n_train + 1) / 2 + p.n_test * p.n_train
+
+
+def kernel_seconds(p: TaylorParams) -> float:
+    """CPU seconds of :func:`kernel_rows`: the pairs times their work, for the MLP the
+    flattened images' GEMM (:data:`GEMM_FLOP_SECONDS`) and a few entries per layer, for the
+    CNN the full spatial covariance entries of every layer of the kernel's plan
+    (:data:`KERNEL_ENTRY_SECONDS` each)."""
+    c, h, w = _shape(p)
+    if p.arch == "mlp":
+        # the flattened images' GEMM, then a few covariance entries per layer
+        return kernel_pairs(p) * (2.0 * c * h * w * GEMM_FLOP_SECONDS
+                                  + 16 * KERNEL_ENTRY_SECONDS)
+    else:
+        net = image_net("cnn", (c, h, w), 4, generator=torch.Generator().manual_seed(0))
+        plan = infinite_ntk(net).plan((c, h, w))
+        entries = float(sum(math.prod(t.shape[1:]) ** (2 if t.full else 1) for t in plan))
+    return kernel_pairs(p) * entries * KERNEL_ENTRY_SECONDS
+
+
+def kernel_bytes(p: TaylorParams) -> float:
+    """Peak float64 bytes of :func:`kernel_rows`: the training Gram's NNGP and NTK with the
+    Cholesky factor and its copies (about five n^2), and the test rows' NNGP and NTK."""
+    return 8.0 * (5.0 * p.n_train ** 2 + 2.0 * p.n_test * p.n_train)
+
+
+def kernel_rows(net: nn.Module, Xtr: torch.Tensor, ytr: torch.Tensor, Xte: torch.Tensor,
+                yte: torch.Tensor, epoch: float) -> list[dict[str, Any]]:
+    """Train and test loss of ridgeless regression with :func:`infinite_ntk` (``INFINITE``
+    rows at x = ``epoch``), computed in float64."""
+    kernel = infinite_ntk(net)
+    if isinstance(net, nn.Sequential) and isinstance(net[0], nn.Flatten):
+        # the same kernel (Flatten averages the spatial diagonal), from one GEMM of the
+        # flattened images instead of per-position products
+        Xtr, Xte = Xtr.flatten(1), Xte.flatten(1)
+    K = kernel(Xtr)
+    alpha = kernel_ridge(K, ytr.double())
+    fit = K @ alpha
+    test = kernel(Xte, Xtr) @ alpha
+    return [row(INFINITE, X_NAME, epoch, "train_loss", float(((fit - ytr) ** 2).mean())),
+            row(INFINITE, X_NAME, epoch, "test_loss", float(((test - yte) ** 2).mean()))]
 
 
 class TaylorParams(ExperimentParams):
@@ -158,7 +241,15 @@ class TaylorExperiment(Experiment):
         act = p.width * (h * w if p.arch == "cnn" else 1)
         data = 14.0 * file_images * pixels + 8.0 * (p.n_train + p.n_test) * pixels
         evals = min(float(CPU_BLOCK_BYTES), 32.0 * act * max(p.n_train, p.n_test))
-        return data + 64.0 * act * p.batch_size + evals
+        return data + max(64.0 * act * p.batch_size + evals, kernel_bytes(p))
+
+    def cost(self, p: TaylorParams, scale: str = "quick") -> tuple[float, float | None]:
+        """The size-scaled estimate of the three trainings (:attr:`cost_sizes`, anchored at
+        ``est_seconds``, which covers them alone) plus the infinite-width kernel regression
+        (:func:`kernel_seconds`, which grows like the number of image pairs and, for the CNN,
+        like the squared image area)."""
+        secs, peak = scaled_cost(self, p, scale, self.cost_sizes, peak=self.peak_bytes)
+        return secs + kernel_seconds(p), peak
 
     def validate(self, p: TaylorParams) -> None:
         name = self.resolved_dataset(p)
@@ -237,7 +328,7 @@ class TaylorExperiment(Experiment):
         tl = (preds[LIN][-1] - y_end) ** 2 - (preds[QUAD][-1] - y_end) ** 2
         rows.append(row(QUAD, X_NAME, ep, "dist_gap_se", float(dl.std() / math.sqrt(len(dl)))))
         rows.append(row(QUAD, X_NAME, ep, "test_gap_se", float(tl.std() / math.sqrt(len(tl)))))
-        return rows
+        return rows + kernel_rows(net, Xtr, ytr, Xte, yte, ep)
 
     # ---- claims ------------------------------------------------------------------------------
     def claims(self, p: TaylorParams, results: Results) -> list[Claim]:
@@ -288,6 +379,10 @@ class TaylorExperiment(Experiment):
                     ax.plot(s.x, s.mean, styles[meth], color=method_color(meth), label=meth)
                     ax.fill_between(s.x, s.mean - std, s.mean + std, color=method_color(meth),
                                     alpha=0.2)
+            v = results.select(method=INFINITE, metric=metric)
+            if v:
+                ax.axhline(sum(r["value"] for r in v) / len(v), color="black", ls=":", lw=1.2,
+                           label=INFINITE)
             ax.set_xlabel("epoch")
             ax.set_ylabel(ylabel)
             ax.legend(fontsize=7, frameon=False)
@@ -317,3 +412,8 @@ def _predict(model: nn.Module, X: torch.Tensor, act_elems: int) -> torch.Tensor:
     size = _block_rows(X, act_elems)
     outs = [model(X[i:i + size]).reshape(-1) for i in sampled_blocks(range(0, len(X), size))]
     return torch.cat(outs).detach()
+
+
+def _shape(p: TaylorParams) -> tuple[int, int, int]:
+    """(channels, height, width) of the run's images."""
+    return (3, 32, 32) if TaylorExperiment.resolved_dataset(p) == "cifar10" else (1, 28, 28)
