@@ -16,6 +16,14 @@ tests (which never import JAX).
 Usage::
 
     python bench/bench_vs_neural_tangents.py [--quick] [--repeats 3] [--write-reference]
+        [--timing-only] [--no-peer]
+
+Without ``--quick`` it also reports, on the three timing shapes, the share of a plain float32
+GEMM (dense inputs) or 3x3 convolution (image inputs) of the same flops that the kernel
+reaches: the kernel's flops are counted per layer (:func:`layer_flops`), and the GEMM or
+convolution is timed in the same run (:func:`dense_op_rate`). The kernel is elementwise work
+on covariance tensors (arc-cosine maps, window sums), memory-bound where a GEMM reuses each
+operand many times, so its share is a small fraction: that fraction is what the line reports.
 """
 
 from __future__ import annotations
@@ -155,6 +163,97 @@ def timing_archs() -> dict[str, tuple[list[dict], tuple[int, ...], int]]:
                                       (1, 8, 8), 100)}
 
 
+#: Flops per covariance element and input pair, NNGP and NTK together, by layer (an
+#: elementwise transcendental function counts as one flop): an affine map scales and shifts
+#: both covariances (4); ReLU's arc-cosine step is about 15 (the correlation, its arccos and
+#: sine, the two closed forms); a convolution adds a window of f entries per tracked axis for
+#: each covariance (2 sum f) before the affine map; pooling heads average their input (2).
+AFFINE_FLOPS, ACT_FLOPS, MEAN_FLOPS = 4, 15, 2
+
+
+def _positions(shape: tuple[int, ...], full: bool) -> int:
+    p = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    return p * p if full else p
+
+
+def layer_flops(spec: list[dict], shape: tuple[int, ...]) -> list[tuple[str, float]]:
+    """(layer, flops per input pair) of a flat spec (no branches), from the kernel's plan:
+    the input covariance (2 C per element), then each layer's count above times the elements
+    of its output (its input for the pooling heads)."""
+    kernel = DeepKernel(from_spec(spec))
+    traces = kernel.plan(shape)
+    full = kernel.net.need_in(False)
+    out = [("input", 2.0 * shape[0] * _positions(shape, full and len(shape) > 1))]
+    prev, prev_full = shape, full and len(shape) > 1
+    for layer_spec, t in zip(spec, traces, strict=True):
+        kind = layer_spec["type"]
+        if kind in ("Dense", "Conv"):
+            axes = (len(t.shape) - 1) * (2 if t.full else 1)
+            window = sum(layer_spec.get("filter_shape", [])) / max(1, len(t.shape) - 1)
+            per = AFFINE_FLOPS + (2 * window * axes if kind == "Conv" else 0)
+            out.append((kind, per * _positions(t.shape, t.full)))
+        elif kind in ("Flatten", "GlobalAvgPool", "AvgPool"):
+            out.append((kind, MEAN_FLOPS * _positions(prev, prev_full)))
+        else:
+            out.append((kind, ACT_FLOPS * _positions(t.shape, t.full)))
+        prev, prev_full = t.shape, t.full
+    return out
+
+
+def _best(fn, repeats: int) -> float:  # type: ignore[no-untyped-def]
+    """Best CPU seconds of this process over ``repeats`` calls (one thread: other load on
+    the machine does not enter the GEMM share)."""
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+def dense_op_rate(shape: tuple[int, ...], repeats: int) -> tuple[str, float]:
+    """(what, flop/s) of a float32 GEMM (dense inputs) or of a 3x3 SAME convolution on the
+    same spatial shape (image inputs), timed here: the yardstick of the kernel's flops."""
+    g = torch.Generator().manual_seed(0)
+    if len(shape) == 1:
+        s = 512
+        a, b = torch.randn(s, s, generator=g), torch.randn(s, s, generator=g)
+        reps = 8
+        t = _best(lambda: [torch.matmul(a, b) for _ in range(reps)], repeats)
+        return f"matmul {s}x{s}", reps * 2.0 * s ** 3 / t
+    c, batch = 32, 16
+    x = torch.randn((batch, c) + tuple(shape[1:]), generator=g)
+    w = torch.randn(c, c, 3, 3, generator=g)
+    reps = 4
+    t = _best(lambda: [torch.nn.functional.conv2d(x, w, padding=1) for _ in range(reps)],
+              repeats)
+    flops = 2.0 * batch * c * c * 9 * int(np.prod(shape[1:]))
+    return f"conv2d {c}->{c} 3x3 on {batch}x{c}x{'x'.join(map(str, shape[1:]))}", reps * flops / t
+
+
+def gemm_share(archs: dict, repeats: int) -> None:
+    """Print, per timing shape, the kernel's flops per layer, its flop rate and its share of
+    a plain GEMM's (convolution's) rate, both timed here in CPU seconds of this process (the
+    kernel: NNGP and NTK together, float32, as in the timing table)."""
+    print("\nshare of a plain GEMM / convolution of the same flops (float32, CPU seconds of "
+          "this process, one thread):")
+    rng = np.random.default_rng(0)
+    for name, (spec, shape, n) in archs.items():
+        per = layer_flops(spec, shape)
+        pairs = n * (n + 1) / 2  # the symmetric kernel: each pair once
+        total = pairs * sum(f for _, f in per)
+        kernel = DeepKernel(from_spec(spec))
+        X = torch.from_numpy(rng.standard_normal((n,) + shape).astype("float32"))
+        secs = _best(lambda k=kernel, X=X: k.both(X), repeats)
+        what, rate = dense_op_rate(shape, repeats)
+        mine = total / secs
+        layers = ", ".join(f"{k} {pairs * f / 1e9:.3g}" for k, f in per)
+        print(f"{name}: kernel {total / 1e9:.3g} GFLOP ({layers}) in {secs:.3f} s "
+              f"= {mine / 1e9:.3g} GFLOP/s; {what}: {rate / 1e9:.3g} GFLOP/s; share "
+              f"{100 * mine / rate:.2f}% (the {what.split()[0]} would take "
+              f"{total / rate:.4f} s)")
+
+
 def ensure_venv() -> Path:
     python = VENV / "bin" / "python"
     if not python.exists():
@@ -232,14 +331,21 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="fewer depths, no timing shapes")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--write-reference", action="store_true")
+    p.add_argument("--timing-only", action="store_true",
+                   help="only the timing shapes (float32) and their GEMM share")
+    p.add_argument("--no-peer", action="store_true",
+                   help="lazylab side only (no neural-tangents): times and GEMM share")
     a = p.parse_args()
+    if a.no_peer:
+        lazylab_only(a.repeats)
+        return
     archs = architectures(a.quick)
     with tempfile.TemporaryDirectory() as tmp:
         if a.write_reference:
             small = architectures(True)
             write_reference(run(small, ["float64"], 1, tmp), small)
             return
-        rows = run(archs, ["float64", "float32"], a.repeats, tmp)
+        rows = {} if a.timing_only else run(archs, ["float64", "float32"], a.repeats, tmp)
         if not a.quick:
             rows.update(run(timing_archs(), ["float32"], a.repeats, tmp))
     print(f"{'architecture':36s} {'dtype':8s} {'rel off-diag':>12s} {'rel diag':>9s} "
@@ -252,6 +358,17 @@ def main() -> None:
               f"{r['lazylab_s']:10.4f} {r['nt_s']:8.4f} {r['nt_s'] / r['lazylab_s']:10.2f}")
     print(f"largest float64 relative difference: {worst[0]:.2e} off the diagonal, "
           f"{worst[1]:.2e} on it")
+    if not a.quick:
+        gemm_share(timing_archs(), a.repeats)
+
+
+def lazylab_only(repeats: int) -> None:
+    """The timing shapes on the lazylab side alone (wall seconds), with their GEMM share."""
+    rng = np.random.default_rng(0)
+    for name, (spec, shape, n) in timing_archs().items():
+        x = rng.standard_normal((n,) + shape).round(6)
+        print(f"{name:36s} float32 lazylab {lazylab_kernels(spec, x, 'float32', repeats)[2]:.4f} s")
+    gemm_share(timing_archs(), repeats)
 
 
 if __name__ == "__main__":
