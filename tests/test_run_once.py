@@ -147,10 +147,20 @@ def test_robustness_checks_the_worker_count_as_reproduce_does(toy, tmp_path):
         assert "--workers must be between 1 and 256; got 300" in res.stderr
 
 
-def test_a_repeated_unit_key_is_refused_when_the_spec_resolves(toy, tmp_path):
-    """The grid is checked where it is computed, before any store is opened or emptied."""
-    with pytest.raises(InputError, match="repeats the unit key"):
-        resolve_spec(toy, "quick", {"ns": "100,100"}, 1, CPU)
-    res = cli("reproduce", "toy-mean", "--set", "ns=100,100", "--out", str(tmp_path))
+def test_a_repeated_unit_key_is_refused_before_the_store_changes(toy, tmp_path):
+    """``--set ns=100,100`` with ``--fresh`` is refused (exit 2) before the stored units are
+    discarded, and before anything is computed."""
+    assert cli("reproduce", "toy-mean", "--set", "ns=100,200", "--out", str(tmp_path),
+               "--seeds", "1").exit_code == 0
+    calls = ToyMean.calls
+    res = cli("reproduce", "toy-mean", "--set", "ns=100,100", "--fresh", "--out",
+              str(tmp_path))
     assert res.exit_code == 2 and "repeats the unit key" in res.stderr, res.output
-    assert not any(tmp_path.iterdir())
+    assert ToyMean.calls == calls
+    with Store(tmp_path / STORE_NAME) as store:
+        assert store.count("toy-mean") == 2
+    spec = resolve_spec(toy, "quick", {"ns": "100,100"}, 1, CPU)
+    with Store(tmp_path / STORE_NAME) as store, pytest.raises(InputError, match="repeats"):
+        run_many([spec], tmp_path, store, fresh=True)
+    with Store(tmp_path / STORE_NAME) as store:
+        assert store.count("toy-mean") == 2

@@ -211,17 +211,17 @@ class _Run:
 
 def _begin(spec: RunSpec, out_dir: Path, store: Store, *, resume: bool, command: str,
            workers: int, backend: str) -> _Run:
-    """Open the run in the store (discarding its units unless ``resume``), clear a fresh
-    run's old output files, plan the grid against what is stored, and write config.json with
-    status "running"."""
+    """Plan the grid (:func:`plan_units`), open the run in the store (discarding its units
+    unless ``resume``), clear a fresh run's old output files, find the groups with a unit the
+    store lacks, and write config.json with status "running"."""
     exp = spec.exp
+    plan = plan_units(spec)  # refuses a grid that repeats a unit key, before the store changes
     store.begin(exp.id, spec.config_hash, spec.identity, fresh=not resume)
     exp_dir = out_dir / exp.id
     exp_dir.mkdir(parents=True, exist_ok=True)
     if not resume:
         for name in OUTPUT_FILES:
             (exp_dir / name.format(id=exp.id)).unlink(missing_ok=True)
-    plan = plan_units(spec)
     stored = store.done(exp.id, spec.config_hash)
     pending = [g for g in plan_groups(spec, plan)
                if any((u.key_json, u.seed_index) not in stored for u in g.units)]

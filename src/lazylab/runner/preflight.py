@@ -1,5 +1,6 @@
 """What would stop a run after it started, checked before any unit computes: an output path
-taken by a folder or a file of the wrong kind, another writer's lock, finished units without
+taken by a folder or a file of the wrong kind, a grid that repeats a unit key, another
+writer's lock, finished units without
 ``--resume`` or ``--fresh``, and a resume under another identity (naming, where only the
 execution policy differs, each option to pass or leave out). Each refusal is one
 :class:`~lazylab.errors.InputError` (exit 2).
@@ -16,7 +17,7 @@ from lazylab.runner.lock import RunLock
 from lazylab.runner.orchestrate import check_start
 from lazylab.runner.outputs import OUTPUT_FILES
 from lazylab.runner.provenance import resume_policy_advice
-from lazylab.runner.spec import RunSpec
+from lazylab.runner.spec import RunSpec, plan_units
 
 if TYPE_CHECKING:
     from lazylab.store import Store
@@ -27,10 +28,12 @@ __all__ = ["check_can_start", "check_output_paths", "check_resume_policy"]
 def check_can_start(store: Store, specs: Sequence[RunSpec], out: Path, *, resume: bool,
                     fresh: bool) -> None:
     """The output paths of every experiment (:func:`check_output_paths`), then for each its
-    lock (held by another run?), a resume's execution policy (:func:`check_resume_policy`)
-    and :func:`~lazylab.runner.check_start`."""
+    grid (a repeated unit key, :func:`~lazylab.runner.plan_units`), its lock (held by another
+    run?), a resume's execution policy (:func:`check_resume_policy`) and
+    :func:`~lazylab.runner.check_start`."""
     check_output_paths(out, [s.exp.id for s in specs])
     for spec in specs:
+        plan_units(spec)
         RunLock.probe(out, spec.exp.id)
         if resume:
             check_resume_policy(store, spec, out)

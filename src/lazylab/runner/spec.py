@@ -83,19 +83,10 @@ class RunSpec:
 
     @cached_property
     def unit_keys(self) -> list[dict[str, Any]]:
-        """The experiment's grid, ``exp.units(params)``: computed and checked once per run (by
-        :func:`~lazylab.runner.resolve_spec`, then planned, priced and assembled from).
-        InputError (exit 2) when the parameters make the grid repeat a unit key (e.g.
-        ``--set dists=sphere,sphere``), whose repeats would be stored once and counted twice."""
-        from lazylab.errors import InputError
-        from lazylab.experiments.grid_check import check_unit_keys
-
-        keys = list(self.exp.units(self.params))
-        try:
-            check_unit_keys(self.exp.id, keys)
-        except ValueError as e:
-            raise InputError(f"{e} (a list parameter set with a repeated value?)") from None
-        return keys
+        """The experiment's grid, ``exp.units(params)``: computed once per run (by
+        :func:`~lazylab.runner.resolve_spec`, then checked and planned (:func:`plan_units`),
+        priced and assembled from)."""
+        return list(self.exp.units(self.params))
 
     @cached_property
     def seed_cost(self) -> tuple[float, float | None]:
@@ -129,7 +120,16 @@ class WorkUnit:
 
 def plan_units(spec: RunSpec) -> list[WorkUnit]:
     """The grid in canonical order: ``units(p)`` order (:attr:`RunSpec.unit_keys`, computed
-    and checked once), then seed index."""
+    once), then seed index; InputError (exit 2) when the parameters make the grid repeat a
+    unit key (e.g. ``--set dists=sphere,sphere``), whose repeats would be stored once and
+    counted twice."""
+    from lazylab.errors import InputError
+    from lazylab.experiments.grid_check import check_unit_keys
+
+    try:
+        check_unit_keys(spec.exp.id, spec.unit_keys)
+    except ValueError as e:
+        raise InputError(f"{e} (a list parameter set with a repeated value?)") from None
     out = []
     for key in spec.unit_keys:
         kj = canonical_key(key)
