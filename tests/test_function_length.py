@@ -30,11 +30,7 @@ ALLOWLIST: dict[str, int] = {
     "experiments/nichani/spectrum.py::Spectrum.claims": 70,
     "experiments/toolkit.py::slope_claim": 75,
     "experiments/toolkit.py::series_match_claim": 79,
-    "kernels/empirical.py::empirical_ntk": 78,
-    "solve/kernel_solver.py::kernel_regression": 78,
-    "train/bailee/landscape.py::squared_landscape_terms": 88,
     "train/loop.py::fit": 99,
-    "train/nichani/gd.py::train_taylor": 71,
 }
 
 
