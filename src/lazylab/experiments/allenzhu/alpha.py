@@ -34,6 +34,7 @@ from lazylab.experiments.allenzhu.performance import (
     fit_rows,
     fit_unit,
     infinite_rows,
+    network_cost,
     panel_mode,
     panel_skipped,
     t1_peak_bytes,
@@ -98,6 +99,9 @@ class Alpha(Experiment):
     # Cost guard: the unit-count estimate times the growth of each size, a lower bound
     # (lazylab.experiments.cost.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"epochs": 1, "n_hidden": 1, "widths": 1}
+
+    def cost(self, p: AlphaParams, scale: str = "quick") -> tuple[float, float | None]:
+        return network_cost(self, p, scale)
 
     def peak_bytes(self, p: AlphaParams) -> float:
         """The 3resnet SGD grid at the largest width (:func:`t1_peak_bytes`): the G = |lrs| x

@@ -63,6 +63,7 @@ from lazylab.experiments.allenzhu.common import (
 )
 from lazylab.experiments.allenzhu.infinite import INFINITE, infinite_ntk
 from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
+from lazylab.experiments.cost import scaled_cost
 from lazylab.experiments.style import finish, method_color
 from lazylab.experiments.toolkit import K_SE, sub_generator
 from lazylab.seeding import derive_seed
@@ -170,8 +171,9 @@ def t1_peak_bytes(p: T1Params, archs: Sequence[str], baselines: bool) -> float:
     """Peak bytes of the largest unit at the largest width m and the larger panel's N: the SGD
     grid of each architecture (:func:`grid_peak_bytes` with its parameter count and
     activations, G = |lrs| x |wds| configurations, ``max_group`` at a time, predictions on up to
-    max(N, n_val, n_test) points) and, with ``baselines``, the "(last)" ridge fit and the kernel
-    baselines (:func:`ridge_peak_bytes`, :func:`kernel_peak_bytes`)."""
+    max(N, n_val, n_test) points), with ``baselines`` the "(last)" ridge fit and the kernel
+    baselines (:func:`ridge_peak_bytes`, :func:`kernel_peak_bytes`), and the closed-form
+    infinite-width kernel units of both experiments (:func:`infinite_peak_bytes`)."""
     m = max(p.widths)
     n = max(getattr(p, panel_mode(panel)[1]) for panel in p.panels)
     n_eval = max(n, p.n_val, p.n_test)
@@ -182,7 +184,15 @@ def t1_peak_bytes(p: T1Params, archs: Sequence[str], baselines: bool) -> float:
     if baselines:
         peaks += [ridge_peak_bytes(n, p.n_val, p.n_test, m),
                   kernel_peak_bytes(n, p.n_val, p.n_test)]
-    return max(peaks)
+    return max(peaks + [infinite_peak_bytes(n, p.n_val, p.n_test)])
+
+
+def infinite_peak_bytes(n: int, n_val: int, n_test: int) -> float:
+    """Peak float64 bytes of an infinite-width kernel unit (:func:`infinite_rows`): the kernel
+    ridge fit's (:func:`kernel_peak_bytes`) plus the pieces of the ResNet's largest
+    cross-kernel alive at once (the two branches' NNGP and NTK, their sum and the result: six
+    n_test x n matrices)."""
+    return kernel_peak_bytes(n, n_val, n_test) + 8.0 * 6 * max(n_val, n_test) * n
 
 
 def fit_unit(p: T1Params, arch: str, mode: str, m: int, n: int, beta: float, seed: int,
@@ -197,6 +207,21 @@ def fit_unit(p: T1Params, arch: str, mode: str, m: int, n: int, beta: float, see
                              net.features(data.Xt), data)
     return fit_sgd(net, data, mode=mode, lrs=p.lrs, wds=p.wds, epochs=p.epochs,
                    batch_size=p.batch_size, seed=seed, max_group=p.max_group)
+
+
+def network_cost(exp: Experiment, p: T1Params, scale: str) -> tuple[float, float | None]:
+    """:func:`lazylab.experiments.cost.scaled_cost` counting only the units without
+    ``"infinite"`` in their key: the closed-form infinite-width kernel units cost about 1% of a
+    network unit (measured at quick: 0.17-0.2 CPU s each against 35 s for the panel), so the
+    unit-count rule would otherwise dilute the per-unit time they are priced at."""
+    secs, peak = scaled_cost(exp, p, scale, exp.cost_sizes, peak=exp.peak_bytes)
+    ref = exp.resolve(scale if scale in exp.scales else "quick")
+
+    def share(q: Any) -> float:
+        units = exp.units(q)
+        return sum("infinite" not in u for u in units) / max(1, len(units))
+
+    return secs * share(p) / share(ref), peak
 
 
 def infinite_method(arch: str) -> str:
@@ -273,6 +298,9 @@ class Performance(Experiment):
     # Cost guard: the unit-count estimate times the growth of each size, a lower bound
     # (lazylab.experiments.cost.scaled_cost).
     cost_sizes: ClassVar[dict[str, float]] = {"epochs": 1, "n_hidden": 1, "widths": 1}
+
+    def cost(self, p: T1Params, scale: str = "quick") -> tuple[float, float | None]:
+        return network_cost(self, p, scale)
 
     def peak_bytes(self, p: T1Params) -> float:
         """The largest of the three learners' SGD grids at the largest width (float32 stacked
