@@ -54,8 +54,8 @@ def test_row_refuses_bad_facets():
 
 
 def test_claim_three_states_and_json_record():
-    ok = Claim.verdict("a", "s", True, 1.0, 1.1, 0.2, error_model="seed noise")
-    bad = Claim.verdict("b", "s", False, 2.0, 1.0, 0.5)
+    ok = Claim.test("a", "s", 1.0, "within", 1.1, 0.2, "seed noise")
+    bad = Claim.test("b", "s", 2.0, "within", 1.0, 0.5, "seed noise")
     na = Claim.not_applicable("c", "s", "k-th Hermite coefficient is 0")
     assert (ok.status, bad.status, na.status) == ("held", "failed", "not_applicable")
     assert ok.held and not bad.held and not na.held
@@ -64,7 +64,7 @@ def test_claim_three_states_and_json_record():
     rec = json.loads(json.dumps(ok.to_dict()))
     assert rec["held"] is True and rec["status"] == "held" and rec["error_model"] == "seed noise"
     assert json.loads(json.dumps(na.to_dict(), allow_nan=True))["details"]["reason"]
-    check = Claim.verdict("d", "s", True, 0.0, 0.0, 1e-10, details={"kind": "consistency"})
+    check = Claim.test("d", "s", 0.0, "within", 0.0, 1e-10, "exact", {"kind": "consistency"})
     assert check.is_consistency and not ok.is_consistency
     with pytest.raises(ValueError, match="status"):
         Claim("e", "s", "maybe")

@@ -247,11 +247,11 @@ def test_every_verdict_prints_its_comparison(toy, tmp_path):
     assert " within " in res.output  # the two-sided second-moment claim
     md = (tmp_path / "report.md").read_text()
     assert "| test |" in md and " within " in md
-    from lazylab.experiments.base import comparison, comparison_text
+    from lazylab.experiments.base import Claim, comparison_text
 
-    # A one-sided claim that held outside the band prints as one-sided, never "within".
-    op = comparison(0.967, 0.5, 0.0158, "held")
-    assert comparison_text(0.967, 0.5, 0.0158, op) == "0.967 >= 0.5 - 0.0158"
+    # A one-sided claim prints its own test, never "within".
+    c = Claim.test("c", "s", 0.967, ">=", 0.5, 0.0158, "MC")
+    assert c.held and comparison_text(0.967, 0.5, 0.0158, c.comparison) == "0.967 >= 0.5 - 0.0158"
 
 
 def test_show_states_bounds_that_depend_on_the_data_set():

@@ -35,22 +35,26 @@ NAN, INF = float("nan"), float("inf")
     (1.0, -INF, 0.1, "expected is -infinity"),
 ])
 def test_a_held_verdict_on_non_finite_numbers_is_failed(measured, expected, tolerance, named):
-    c = Claim.verdict("c", "s", True, measured, expected, tolerance)
+    c = Claim("c", "s", "held", measured, expected, tolerance)
     assert c.status == "failed" and not c.held and c.failed
     assert c.details["non_finite"] == f"{named}: a claim cannot hold on non-finite numbers"
+    for op in (">=", "<=", "within"):  # a tested claim never holds on them either
+        assert Claim.test("c", "s", measured, op, expected, tolerance, "MC").failed
 
 
-def test_finite_verdicts_are_unchanged():
-    assert Claim.verdict("c", "s", True, 1.0, 1.0, 0.0).status == "held"
-    assert Claim.verdict("c", "s", False, 1.0, 1.0, 0.5).status == "failed"
+def test_finite_verdicts_follow_their_printed_test():
+    assert Claim.test("c", "s", 1.0, "within", 1.0, 0.0, "MC").status == "held"
+    assert Claim.test("c", "s", 1.0, "above", 1.0, 0.5, "MC").status == "failed"
+    assert Claim.test("c", "s", 1.6, "above", 1.0, 0.5, "MC").status == "held"
+    assert Claim.test("c", "s", 9.0, ">=", 1.0, 0.5, "MC").comparison == ">="
     na = Claim.not_applicable("c", "s", "nothing to test")
     assert na.status == "not_applicable" and "non_finite" not in na.details
 
 
 def test_claims_json_holds_null_never_nan_text(tmp_path):
-    claims = [Claim.verdict("held-bad-tolerance", "s", True, 1.0, 1.0, NAN),
-              Claim.verdict("failed-inf", "s", False, INF, 1.0, 0.1,
-                            details={"per_point": [1.0, NAN, -INF]}),
+    claims = [Claim("held-bad-tolerance", "s", "held", 1.0, 1.0, NAN),
+              Claim.test("failed-inf", "s", INF, "within", 1.0, 0.1, "MC",
+                         {"per_point": [1.0, NAN, -INF]}),
               Claim.not_applicable("na", "s", "k-th Hermite coefficient is 0")]
     write_json(tmp_path / "claims.json", [c.to_dict() for c in claims])
     text = (tmp_path / "claims.json").read_text()

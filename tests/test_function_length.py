@@ -28,8 +28,6 @@ ALLOWLIST: dict[str, int] = {
     "experiments/bailee/landscape.py::Landscape.plot": 70,
     "experiments/ghorbani/verdicts.py::risk_match_claim": 70,
     "experiments/nichani/spectrum.py::Spectrum.claims": 70,
-    "experiments/toolkit.py::slope_claim": 75,
-    "experiments/toolkit.py::series_match_claim": 79,
     "train/loop.py::fit": 99,
 }
 

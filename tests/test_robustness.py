@@ -27,7 +27,8 @@ def toy(monkeypatch):
 
     def claims(self, p, results):
         return [*orig(self, p, results),
-                Claim.verdict("small-d", "d is at most 4", p.d <= 4, float(p.d), 2.0, 2.0)]
+                Claim.test("small-d", "d is at most 4", float(p.d), "within", 2.0, 2.0,
+                           "exact")]
 
     monkeypatch.setattr(ToyMean, "claims", claims)
     monkeypatch.setattr(ToyMean, "robustness_axes", {"d": [2, 3, 8], "sigma": [0.5, 1.0, 2.0]},

@@ -123,8 +123,8 @@ class ToyMean(Experiment):
         measured = sum(vals) / len(vals)
         tol = 4 * math.sqrt(2) * p.sigma**2 / math.sqrt(n * len(vals))
         expected = p.sigma**2 + p.shift
-        return [Claim("second-moment", self.claim_statements["second-moment"],
-                      abs(measured - expected) <= tol, measured, expected, tol)]
+        return [Claim.test("second-moment", self.claim_statements, measured, "within",
+                           expected, tol, "Monte Carlo error of the mean of x^2")]
 
     def plot(self, p: ToyParams, results: Results):
         import matplotlib.pyplot as plt

@@ -40,13 +40,13 @@ def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None, *,
 
 
 def claim_test(cl: Mapping[str, Any]) -> str:
-    """The comparison a claims.json record's verdict applied, as text (``0.967 >= 0.5 - 0.016``;
-    :func:`lazylab.experiments.base.comparison`)."""
-    from lazylab.experiments.base import comparison, comparison_text
+    """The comparison a claims.json record's verdict applied, as text (``0.967 >= 0.5 - 0.016``):
+    its ``comparison`` (:attr:`lazylab.experiments.base.Claim.op`; ``within`` when absent)."""
+    from lazylab.experiments.base import COMPARISONS, comparison_text
 
-    op = comparison(cl.get("measured"), cl.get("expected"), cl.get("tolerance"), _status(cl),
-                    cl.get("comparison"))
-    return comparison_text(cl.get("measured"), cl.get("expected"), cl.get("tolerance"), op)
+    op = cl.get("comparison")
+    return comparison_text(cl.get("measured"), cl.get("expected"), cl.get("tolerance"),
+                           op if op in COMPARISONS else "within")
 
 
 def format_value(v: Any, digits: int = 4) -> str:

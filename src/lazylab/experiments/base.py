@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NamedTuple
 
@@ -72,6 +72,7 @@ __all__ = [
     "ExperimentParams",
     "Results",
     "Series",
+    "Statement",
     "row",
 ]
 
@@ -80,6 +81,10 @@ COLUMNS = ("method", "kind", "x_name", "x", "seed", "metric", "value")
 
 #: The three states of a claim.
 STATUSES = ("held", "failed", "not_applicable")
+
+#: What a claim constructor takes as its statement: the text, or the experiment's statements
+#: by claim id (:meth:`Experiment.statements`), of which ``statement[id]`` is taken.
+Statement = str | Mapping[str, str]
 
 
 class ExperimentParams(BaseModel):
@@ -148,18 +153,29 @@ class Claim:
         ``"held"``, ``"failed"`` or ``"not_applicable"`` (nothing to test at these parameters,
         e.g. an activation whose k-th Hermite coefficient is 0).
     measured, expected, tolerance
-        Numbers: the claim held iff ``|measured - expected| <= tolerance`` (or the one-sided
-        analogue the statement spells out). NaN when not applicable.
+        Numbers: the claim held iff ``passes(measured, expected, tolerance, op)``
+        (:func:`passes`). NaN when not applicable or missing.
     error_model
         Where the measured number may deviate from the prediction, and how the tolerance is
         derived from that (see the module docstring).
     details
         Anything else (per-point values, fitted intercepts, ...). ``{"kind": "consistency"}``
-        marks a consistency check, which does not count in "N claims held".
+        marks a consistency check, which does not count in "N claims held"; ``reason`` says
+        why a claim is not applicable or missing. A ``details["comparison"]`` that names one
+        of :data:`COMPARISONS` must equal ``op`` (other text there describes the reference,
+        e.g. "paired with NTK ridgeless").
+    op
+        The comparison the verdict applies, one of :data:`COMPARISONS`: ``within``
+        (``|m - e| <= t``), ``>=`` (``m >= e - t``), ``<=`` (``m <= e + t``), ``above``
+        (``m >= e + t``) or ``below`` (``m <= e - t``). It is what claims.json and the report
+        print as the test (:func:`comparison_text`).
 
-    Build claims with :meth:`verdict` or :meth:`not_applicable`. For old call sites a boolean
-    ``status`` is read as held/failed and a non-numeric ``measured``/``expected``/``tolerance``
-    moves into ``details`` (the number becomes NaN).
+    Build claims with :meth:`test` (a measured value compared with an expected one:
+    ``held`` is computed by :func:`passes`, the same function whose test is printed),
+    :meth:`missing` (nothing was measured: failed, with the reason) or
+    :meth:`not_applicable`. For old call sites a boolean ``status`` is read as held/failed
+    and a non-numeric ``measured``/``expected``/``tolerance`` moves into ``details`` (the
+    number becomes NaN).
 
     No claim holds on non-finite numbers: a ``held`` verdict whose measured value, expected
     value or tolerance is NaN or infinite becomes ``failed`` (a NaN tolerance would otherwise
@@ -176,8 +192,15 @@ class Claim:
     tolerance: float = float("nan")
     error_model: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    op: str = "within"
 
     def __post_init__(self) -> None:
+        if self.op not in COMPARISONS:
+            raise ValueError(f"claim op must be one of {COMPARISONS}, got {self.op!r}")
+        named = (self.details or {}).get("comparison")
+        if named in COMPARISONS and named != self.op:
+            raise ValueError(f"claim {self.id!r}: details['comparison'] {named!r} differs "
+                             f"from op {self.op!r}")
         status = self.status
         if isinstance(status, (bool, np.bool_)):
             status = "held" if bool(status) else "failed"
@@ -201,17 +224,54 @@ class Claim:
 
     # ---- constructors ------------------------------------------------------------------
     @classmethod
-    def verdict(cls, id: str, statement: str, held: bool, measured: float, expected: float,
-                tolerance: float, error_model: str = "",
-                details: dict[str, Any] | None = None) -> Claim:
-        """A claim that was tested: ``held`` computed from the results."""
-        return cls(id, statement, "held" if bool(held) else "failed", measured, expected,
-                   tolerance, error_model, dict(details or {}))
+    def test(cls, id: str, statement: Statement, measured: float, op: str,
+             expected: float, tolerance: float, error_model: str,
+             details: dict[str, Any] | None = None) -> Claim:
+        """A tested claim: ``measured op expected, tolerance`` (e.g. ``m >= e - t``).
+
+        Held iff ``passes(measured, expected, tolerance, op)`` (:func:`passes`, the test
+        claims.json and the report print), failed otherwise; a non-finite number never holds.
+        ``statement`` is the text, or the experiment's statements by id
+        (:meth:`Experiment.statements`), of which ``statement[id]`` is taken.
+
+        >>> c = Claim.test("gap", "NN beats NT", 0.21, "below", 1.35, 0.018, "seed noise")
+        >>> c.status, c.comparison
+        ('held', 'below')
+        >>> Claim.test("m", {"m": "E f = 1"}, 1.2, "within", 1.0, 0.1, "MC").status
+        'failed'
+        """
+        m, e, t = _num(measured), _num(expected), _num(tolerance)
+        finite = all(math.isfinite(v) for v in (m, e, t))
+        held = finite and passes(m, e, t, op)
+        return cls(id, _statement(id, statement), "held" if held else "failed", measured,
+                   expected, tolerance, error_model, dict(details or {}), op)
 
     @classmethod
-    def not_applicable(cls, id: str, statement: str, reason: str) -> Claim:
-        """A claim with nothing to test at these parameters; ``reason`` says why."""
-        return cls(id, statement, "not_applicable", details={"reason": reason})
+    def missing(cls, id: str, statement: Statement, reason: str, *,
+                expected: float = math.nan, tolerance: float = math.nan,
+                error_model: str = "", op: str = "within",
+                details: dict[str, Any] | None = None) -> Claim:
+        """A claim that could be tested here but had nothing to measure (no rows, no finite
+        value): failed, measured NaN, ``details["reason"]`` says what is missing (after any
+        other ``details``). ``expected``, ``tolerance`` and ``op`` state the test it would
+        have applied; ``statement`` as in :meth:`test`.
+
+        >>> c = Claim.missing("fit", "slope = 1", "no simulation rows", error_model="seeds")
+        >>> c.status, c.details["reason"]
+        ('failed', 'no simulation rows')
+        """
+        info = dict(details or {})
+        info["reason"] = reason
+        return cls(id, _statement(id, statement), "failed", math.nan, expected, tolerance,
+                   error_model, info, op)
+
+    @classmethod
+    def not_applicable(cls, id: str, statement: Statement, reason: str,
+                       ) -> Claim:
+        """A claim with nothing to test at these parameters; ``reason`` says why
+        (``statement`` as in :meth:`test`)."""
+        return cls(id, _statement(id, statement), "not_applicable",
+                   details={"reason": reason})
 
     # ---- views ---------------------------------------------------------------------------
     @property
@@ -262,43 +322,19 @@ class Claim:
 
     @property
     def comparison(self) -> str:
-        """``within``, ``>=`` or ``<=``: the test the verdict applied (:func:`comparison`)."""
-        return comparison(self.measured, self.expected, self.tolerance, self.status,
-                          self.details.get("comparison"))
+        """The test the verdict applied (:attr:`op`), as claims.json names it."""
+        return self.op
+
+
+def _statement(id: str, statement: Statement) -> str:
+    """The claim's statement: ``statement`` itself, or ``statement[id]`` from a mapping."""
+    return statement if isinstance(statement, str) else statement[id]
 
 
 #: The comparisons a verdict can apply: |m - e| <= t ("within"), m >= e - t (">="),
 #: m <= e + t ("<="), and the one-sided tests beyond a margin, m >= e + t ("above") and
-#: m <= e - t ("below"), e.g. "a gap above 0 by 3 SE". The last two are never inferred from
-#: a verdict: a claim declares them (``details["comparison"]``).
+#: m <= e - t ("below"), e.g. "a gap above 0 by 3 SE". A claim states its own (``Claim.op``).
 COMPARISONS = ("within", ">=", "<=", "above", "below")
-
-
-def comparison(measured: float, expected: float, tolerance: float, status: str,
-               declared: str | None = None) -> str:
-    """The comparison a verdict applied: ``declared`` when the claim states it
-    (``details["comparison"]``), otherwise read from the verdict itself. A claim that held
-    with |m - e| > t was one-sided in the direction of m (``>=`` when m > e); one that failed
-    with |m - e| <= t was one-sided the other way; otherwise ``within`` is true to the verdict
-    (for a one-sided claim inside the band it holds both ways).
-
-    >>> comparison(0.967, 0.5, 0.0158, "held")
-    '>='
-    >>> comparison(0.2, 0.5, 0.1, "failed"), comparison(0.52, 0.5, 0.1, "held")
-    ('within', 'within')
-    """
-    if declared in COMPARISONS:
-        return str(declared)
-    try:
-        gap = float(measured) - float(expected)
-        inside = abs(gap) <= float(tolerance)
-    except (TypeError, ValueError):
-        return "within"
-    if status == "held" and not inside and math.isfinite(gap):
-        return ">=" if gap > 0 else "<="
-    if status == "failed" and inside:
-        return "<=" if gap > 0 else ">="
-    return "within"
 
 
 def passes(measured: float, expected: float, tolerance: float, op: str) -> bool:

@@ -32,7 +32,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 import numpy as np
 import torch
 
-from lazylab.experiments.base import Claim, Results
+from lazylab.experiments.base import Claim, Results, Series, Statement, passes
 from lazylab.seeding import derive_seed, torch_generator
 from lazylab.train import TrainingDiverged
 
@@ -44,9 +44,11 @@ __all__ = [
     "SlopeFit",
     "SlopeRecord",
     "SmallestN",
+    "Check",
     "crossing",
     "default_resolution",
     "grid_search",
+    "joint_claim",
     "k_eff",
     "level_claim",
     "loglog_fit",
@@ -364,7 +366,7 @@ def loglog_fit(x: Sequence[float], y: Sequence[float],
     return SlopeFit(b, se_seed, c, len(xa), False)
 
 
-def unresolved(cid: str, statement: str, measured: float, tolerance: float,
+def unresolved(cid: str, statement: Statement, measured: float, tolerance: float,
                resolution: float, *, what: str, how: str, laws: str) -> Claim | None:
     """The claim as inconclusive (``Claim.not_applicable``) when its ``tolerance`` is wider than
     ``resolution``, the distance between the predicted law and the nearest competing one: such
@@ -441,7 +443,7 @@ def default_resolution(expected: float) -> float:
     return e if 0 < e < math.inf else math.inf
 
 
-def slope_claim(cid: str, statement: str, x: Sequence[float], y: Sequence[float],
+def slope_claim(cid: str, statement: Statement, x: Sequence[float], y: Sequence[float],
                 expected: float, *, bias: float, error_model: str,
                 sem: Sequence[float] | None = None, k_se: float = K_SE,
                 details: dict[str, Any] | None = None,
@@ -450,27 +452,20 @@ def slope_claim(cid: str, statement: str, x: Sequence[float], y: Sequence[float]
 
     Held iff ``|slope - expected| <= bias + k * se`` (:func:`loglog_fit`), where ``k = k_se``
     for a propagated seed SE and the Student-t equivalent :func:`k_eff` (``points - 2`` dof)
-    for a residual SE (a residual SE from 4 points is itself uncertain). ``bias`` is the
-    stated allowance for the deterministic corrections to the leading-order law over the
-    fitted range (e.g. a relative O(m^-1/2) correction tilts a fit over m in [100, 1e5] by a
-    few hundredths); it must be chosen from the math, before seeing the data. A NaN slope (a
-    non-positive value, fewer than two points) fails.
+    for a residual SE (one from 4 points is itself uncertain). ``bias`` is the stated
+    allowance for the deterministic corrections to the leading-order law over the fitted
+    range (a relative O(m^-1/2) correction tilts a fit over m in [100, 1e5] by a few
+    hundredths), chosen from the math before seeing the data. A NaN slope fails.
 
     ``resolution`` is the distance from ``expected`` to the nearest competing law (e.g. 1
-    between n* ~ d and n* ~ d^2). A tolerance wider than it could not tell the two apart, so
-    such a fit (a few points with a t-widened residual SE) holds nothing: the claim is
-    ``not_applicable`` (inconclusive), its slope and tolerance in the reason. A tolerance
-    between half the resolution and the resolution excludes the competing law itself but
-    accepts slopes nearer it than ``expected``: the verdict is kept as a consistency check
+    between n* ~ d and n* ~ d^2). None (the default) names the flat law, slope 0 (y not
+    depending on x), at ``|expected|`` (:func:`default_resolution`; none for ``expected ==
+    0``); ``NO_COMPETING_LAW`` turns the rule off. A tolerance wider than it could not tell
+    the two laws apart (a band containing slope 0 would pass had y not varied with x at all):
+    the claim is ``not_applicable`` (inconclusive, :func:`unresolved`). With a stated
+    ``resolution``, a tolerance between half of it and it accepts slopes nearer the
+    competing law than ``expected``: the verdict is kept as a consistency check
     (``details["kind"]``), not counted as a claim.
-
-    Without ``resolution`` (None, the default) the competing law is the flat one, slope 0 (y
-    does not depend on x), the null of every scaling claim, at distance ``|expected|``
-    (:func:`default_resolution`): a band ``expected +- tol`` with ``tol > |expected|`` contains
-    slope 0, so the data would pass the claim had y not varied with x at all, and the claim
-    is inconclusive. Only this rule applies by default (no consistency demotion), so a claim
-    whose band excludes slope 0 keeps its verdict. ``expected == 0`` has no default competitor
-    (pass ``resolution`` to state one); ``resolution=NO_COMPETING_LAW`` turns the rule off.
 
     Returns
     -------
@@ -495,31 +490,33 @@ def slope_claim(cid: str, statement: str, x: Sequence[float], y: Sequence[float]
     se = fit.se if math.isfinite(fit.se) else 0.0
     k = k_eff(k_se, fit.points - 2) if fit.from_residuals else k_se
     tol = float(bias) + k * se
-    res = default_resolution(expected) if resolution is None else float(resolution)
     undecided = unresolved(
-        cid, statement, fit.slope, tol, res,
+        cid, statement, fit.slope, tol,
+        default_resolution(expected) if resolution is None else float(resolution),
         what="slope", how=f"bias {bias:g} + {k:.3g} x SE {se:.3g} from {fit.points} points",
         laws="the predicted law and the nearest competing one" if resolution is not None
         else f"slope {float(expected):g} and slope 0 (y not depending on x)")
-    if undecided is not None:
-        return _recorded(undecided, fit, expected, tol, resolution)
-    held = math.isfinite(fit.slope) and abs(fit.slope - expected) <= tol
     info = {"se": se, "bias": float(bias), "k_se": k, "se_from_residuals": fit.from_residuals,
-            "intercept": fit.intercept,
-            "points": fit.points, "x": [float(v) for v in x], "y": [float(v) for v in y]}
-    if resolution is not None and tol > resolution / 2:
-        # The band reaches slopes nearer the competing law than the expected one: it can
-        # hold for either law, so it is shown but not counted.
-        info.update(kind="consistency", weak=f"tolerance {tol:.3g} is more than half the "
-                    f"distance {resolution:g} to the competing law")
-    info.update(details or {})
-    return _recorded(Claim.verdict(cid, statement, held, fit.slope, float(expected), tol,
-                                   error_model=error_model, details=info),
+            "intercept": fit.intercept, "points": fit.points, "x": [float(v) for v in x],
+            "y": [float(v) for v in y],
+            **_weak(tol, resolution), **(details or {})}
+    return _recorded(undecided or Claim.test(cid, statement, fit.slope, "within",
+                                             float(expected), tol, error_model, info),
                      fit, expected, tol, resolution)
 
 
+def _weak(tol: float, resolution: float | None) -> dict[str, str]:
+    """``details`` marking a slope claim a consistency check when its band ``expected +- tol``
+    reaches slopes nearer the stated competing law than the expected one (``tol >
+    resolution / 2``): it could hold for either law, so it is shown but not counted."""
+    if resolution is None or tol <= resolution / 2:
+        return {}
+    return {"kind": "consistency", "weak": f"tolerance {tol:.3g} is more than half the "
+            f"distance {resolution:g} to the competing law"}
+
+
 # ------------------------------------------------------------------------------ Monte Carlo match
-def match_claim(cid: str, statement: str, measured: float | Sequence[float],
+def match_claim(cid: str, statement: Statement, measured: float | Sequence[float],
                 expected: float | Sequence[float], se: float | Sequence[float], *,
                 error_model: str, bias: float | Sequence[float] = 0.0, k_se: float = K_SE,
                 x: Sequence[float] | None = None,
@@ -545,15 +542,13 @@ def match_claim(cid: str, statement: str, measured: float | Sequence[float],
                                      np.atleast_1d(np.asarray(se, float)),
                                      np.atleast_1d(np.asarray(bias, float)))
     if m.size == 0:
-        return Claim.verdict(cid, statement, False, math.nan, math.nan, math.nan,
-                             error_model=error_model, details={"reason": "no points"})
+        return Claim.missing(cid, statement, "no points", error_model=error_model)
     tol = k_se * np.abs(s) + b
     dev = np.abs(m - e)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(tol > 0, dev / tol, np.where(dev > 0, np.inf, 0.0))
     r = np.where(np.isfinite(m) & np.isfinite(e) & np.isfinite(tol), r, np.inf)
     i = int(np.argmax(r))
-    held = bool(np.all(r <= 1.0))
     xs = list(x) if x is not None else list(range(m.size))
     info: dict[str, Any] = {
         "k_se": k_se,
@@ -563,12 +558,12 @@ def match_claim(cid: str, statement: str, measured: float | Sequence[float],
         "tightest_x": float(xs[i]),
     }
     info.update(details or {})
-    return Claim.verdict(cid, statement, held, float(m[i]), float(e[i]), float(tol[i]),
-                         error_model=error_model, details=info)
+    return Claim.test(cid, statement, float(m[i]), "within", float(e[i]), float(tol[i]),
+                      error_model, info)
 
 
 # ------------------------------------------------------------------------------ from Results
-def series_slope_claim(cid: str, statement: str, results: Results, method: str, metric: str,
+def series_slope_claim(cid: str, statement: Statement, results: Results, method: str, metric: str,
                        expected: float, *, bias: float, error_model: str,
                        resolution: float | None = None, k_se: float = K_SE,
                        details: dict[str, Any] | None = None, **filters: Any) -> Claim:
@@ -605,7 +600,7 @@ def series_slope_claim(cid: str, statement: str, results: Results, method: str, 
                        k_se=k_se, details=details, resolution=resolution)
 
 
-def series_match_claim(cid: str, statement: str, results: Results, method: str, metric: str,
+def series_match_claim(cid: str, statement: Statement, results: Results, method: str, metric: str,
                        ref_metric: str, *, error_model: str,
                        allowance: Callable[[float, float], float] | None = None,
                        se_floor: Callable[[float, int], float] | None = None,
@@ -647,21 +642,39 @@ def series_match_claim(cid: str, statement: str, results: Results, method: str, 
     >>> c.status, round(q["se"], 6), q["bias"], round(q["tolerance"], 6)
     ('held', 0.01, 0.01, 0.04)
     """
+    if ref_kind not in ("theory", "simulation"):
+        raise ValueError(f"ref_kind must be 'theory' or 'simulation'; got {ref_kind!r}")
     s = results.series(method, metric, **filters)
     if len(s.x) == 0:
-        return Claim.verdict(cid, statement, False, math.nan, math.nan, math.nan,
-                             error_model=error_model, details={"reason": "no simulation rows"})
+        return Claim.missing(cid, statement, "no simulation rows", error_model=error_model)
+    refs = _references(results, s, method, ref_metric, ref_kind, ref_se, filters)
+    if isinstance(refs, float):
+        return Claim.missing(cid, statement, f"no {ref_label} at x={refs:g}",
+                             error_model=error_model)
+    xs = [float(x) for x in s.x]
+    ses = [math.hypot(float(sem) if se_floor is None else max(float(sem), se_floor(x, int(n))),
+                      se_ref) for x, sem, n, (_, se_ref) in zip(xs, s.sem, s.n, refs,
+                                                                 strict=True)]
+    exps = [ref for ref, _ in refs]
+    biases = [allowance(x, ref) if allowance is not None else 0.0
+              for x, ref in zip(xs, exps, strict=True)]
+    return match_claim(cid, statement, [float(m) for m in s.mean], exps, ses, bias=biases,
+                       x=xs, error_model=error_model, k_se=k_se, details=details)
+
+
+def _references(results: Results, s: Series, method: str, ref_metric: str, ref_kind: str,
+                ref_se: Callable[[float], float] | None,
+                filters: dict[str, Any]) -> list[tuple[float, float]] | float:
+    """:func:`series_match_claim`'s reference ``(r_x, se'_x)`` at each x of the curve ``s``,
+    or the first x without a reference."""
     sim_ref: dict[float, tuple[float, float]] = {}
     if ref_kind == "simulation":
         r = results.series(method, ref_metric, **filters)
         sim_ref = {float(x): (float(m), float(e)) for x, m, e in zip(r.x, r.mean, r.sem,
                                                                     strict=True)}
-    elif ref_kind != "theory":
-        raise ValueError(f"ref_kind must be 'theory' or 'simulation'; got {ref_kind!r}")
-    xs, ms, exps, ses, biases = [], [], [], [], []
-    for x_, m, sem, n in zip(s.x, s.mean, s.sem, s.n, strict=True):
+    out = []
+    for x_ in s.x:
         x = float(x_)
-        se = float(sem) if se_floor is None else max(float(sem), se_floor(x, int(n)))
         ref: float | None
         if ref_kind == "simulation":
             ref, se_ref = sim_ref.get(x, (None, 0.0))
@@ -674,20 +687,13 @@ def series_match_claim(cid: str, statement: str, results: Results, method: str, 
                 ref = None
             se_ref = ref_se(x) if ref_se is not None else 0.0
         if ref is None:
-            return Claim.verdict(cid, statement, False, math.nan, math.nan, math.nan,
-                                 error_model=error_model,
-                                 details={"reason": f"no {ref_label} at x={x:g}"})
-        xs.append(x)
-        ms.append(float(m))
-        exps.append(ref)
-        ses.append(math.hypot(se, se_ref))
-        biases.append(allowance(x, ref) if allowance is not None else 0.0)
-    return match_claim(cid, statement, ms, exps, ses, bias=biases, x=xs,
-                       error_model=error_model, k_se=k_se, details=details)
+            return x
+        out.append((float(ref), se_ref))
+    return out
 
 
 # ------------------------------------------------------------------------------ combining
-def all_of(cid: str, statement: str, parts: Sequence[Claim], *, error_model: str = "",
+def all_of(cid: str, statement: Statement, parts: Sequence[Claim], *, error_model: str = "",
            details: dict[str, Any] | None = None) -> Claim:
     """One claim that holds iff every part holds (parts that are not applicable are skipped).
 
@@ -697,8 +703,8 @@ def all_of(cid: str, statement: str, parts: Sequence[Claim], *, error_model: str
 
     Examples
     --------
-    >>> a = Claim.verdict("a", "", True, 1.0, 1.0, 0.1, "MC")
-    >>> b = Claim.verdict("b", "", True, 1.05, 1.0, 0.1, "MC")
+    >>> a = Claim.test("a", "", 1.0, "within", 1.0, 0.1, "MC")
+    >>> b = Claim.test("b", "", 1.05, "within", 1.0, 0.1, "MC")
     >>> c = all_of("ab", "both", [a, b])
     >>> c.status, c.measured, c.error_model
     ('held', 1.05, 'MC')
@@ -717,11 +723,48 @@ def all_of(cid: str, statement: str, parts: Sequence[Claim], *, error_model: str
                                        "expected": c.expected, "tolerance": c.tolerance}
                                       for c in live], "tightest": worst.id}
     info.update(details or {})
-    return Claim.verdict(cid, statement, all(c.held for c in live), worst.measured,
-                         worst.expected, worst.tolerance, error_model=models, details=info)
+    return Claim.test(cid, statement, worst.measured, worst.op, worst.expected,
+                      worst.tolerance, models, info)
 
 
-def level_claim(cid: str, statement: str, measured: Sequence[float],
+class Check(NamedTuple):
+    """One comparison of a claim made of several (:func:`joint_claim`): ``measured op
+    expected, tolerance`` as in :meth:`Claim.test <lazylab.experiments.base.Claim.test>`."""
+
+    name: str
+    measured: float
+    op: str
+    expected: float
+    tolerance: float
+
+
+def joint_claim(cid: str, statement: Statement, tests: Sequence[Check],
+                error_model: str, details: dict[str, Any] | None = None) -> Claim:
+    """One claim that holds iff every test passes (:func:`~lazylab.experiments.base.passes`).
+
+    It reports the first test that fails, named in ``details["failed_test"]``, or, when all
+    pass, the first test (the headline; the others are in ``details``). A
+    ``details["comparison"]`` is set to the reported test's.
+
+    >>> t = [Check("ratio", 0.5, "<=", 0.9, 0.0), Check("gap", 0.1, "above", 0.0, 0.3)]
+    >>> c = joint_claim("c", "lower, markedly", t, "seeds")
+    >>> c.status, c.measured, c.details["failed_test"]
+    ('failed', 0.1, 'gap')
+    """
+    info = dict(details or {})
+    failed = [t for t in tests if not (all(math.isfinite(v) for v in
+                                           (t.measured, t.expected, t.tolerance))
+                                       and passes(t.measured, t.expected, t.tolerance, t.op))]
+    shown = failed[0] if failed else tests[0]
+    if failed:
+        info["failed_test"] = shown.name
+    if "comparison" in info:
+        info["comparison"] = shown.op
+    return Claim.test(cid, statement, shown.measured, shown.op, shown.expected,
+                      shown.tolerance, error_model, info)
+
+
+def level_claim(cid: str, statement: Statement, measured: Sequence[float],
                 expected: Sequence[float], *, bias: float, error_model: str,
                 k_se: float = K_SE, x: Sequence[float] | None = None,
                 details: dict[str, Any] | None = None) -> Claim:
@@ -756,18 +799,16 @@ def level_claim(cid: str, statement: str, measured: Sequence[float],
                                                                                      strict=True)]}
     info.update(details or {})
     if n < 2 or n < len(m):
-        info["reason"] = "fewer than 2 finite positive pairs" if n < 2 else "non-finite values"
-        return Claim.verdict(cid, statement, False, math.nan, 1.0, math.nan,
-                             error_model=error_model, details=info)
+        return Claim.missing(cid, statement, "fewer than 2 finite positive pairs" if n < 2
+                             else "non-finite values", expected=1.0, error_model=error_model,
+                             details=info)
     r = np.log(m / e)
     mean, se = float(r.mean()), float(r.std(ddof=1) / math.sqrt(n))
     k = k_eff(k_se, n - 1)
     tol_log = float(bias) + k * se
-    held = abs(mean) <= tol_log
     info.update({"mean_log_ratio": mean, "se": se, "k": k, "bias": float(bias)})
     # Report on the ratio scale: measured exp(mean), tolerance the log tolerance mapped to the
     # side the mean lies on, so ratio > 1 iff failed.
     meas = math.exp(mean)
     tol = (math.exp(tol_log) - 1) if mean >= 0 else (1 - math.exp(-tol_log))
-    return Claim.verdict(cid, statement, held, meas, 1.0, tol, error_model=error_model,
-                         details=info)
+    return Claim.test(cid, statement, meas, "within", 1.0, tol, error_model, info)

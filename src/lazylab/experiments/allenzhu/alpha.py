@@ -148,7 +148,7 @@ class Alpha(Experiment):
         for panel in PANELS:
             cid = f"beta-sensitivity-{panel}"
             if panel not in p.panels:
-                out.append(Claim.not_applicable(cid, st[cid], panel_skipped(panel)))
+                out.append(Claim.not_applicable(cid, st, panel_skipped(panel)))
                 continue
             mode = panel_mode(panel)[0]
             lo = [b for b in p.betas if b < p.alpha]
@@ -165,7 +165,7 @@ class Alpha(Experiment):
                                math.sqrt(sum(r["value"] ** 2 for r in s)) / max(len(s), 1)
                                / ref)
             if not lo or not hi or any(b not in vals for b in lo + hi):
-                out.append(Claim.not_applicable(cid, st[cid],
+                out.append(Claim.not_applicable(cid, st,
                                                 "needs betas on both sides of alpha"))
                 continue
             m_lo = sum(vals[b][0] for b in lo) / len(lo)
@@ -173,8 +173,8 @@ class Alpha(Experiment):
             se = math.sqrt(sum(vals[b][1] ** 2 for b in lo) / len(lo) ** 2
                            + sum(vals[b][1] ** 2 for b in hi) / len(hi) ** 2)
             diff = m_lo - m_hi
-            out.append(Claim.verdict(
-                cid, st[cid], diff > K_SE * se, diff, 0.0, K_SE * se,
+            out.append(Claim.test(
+                cid, st, diff, "above", 0.0, K_SE * se,
                 "Monte Carlo error of the test errors on n_test fresh samples (SE from the "
                 "per-sample squared errors, combined over the betas); held iff mean relative "
                 "error over beta < alpha exceeds the mean over beta > alpha by more than "

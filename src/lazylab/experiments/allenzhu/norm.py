@@ -258,9 +258,8 @@ class Norm(Experiment):
                 pts.append((r, e, hand[r][0], ROUNDING[e]))
         if len(pts) == len(HAND_BUILT):
             worst = max(pts, key=lambda t: (t[2] - t[1]) / t[3])
-            out.append(Claim.verdict(
-                "hand-built", st["hand-built"], all(t[2] <= t[1] + t[3] for t in pts),
-                worst[2], worst[1], worst[3],
+            out.append(Claim.test(
+                "hand-built", st, worst[2], "<=", worst[1], worst[3],
                 "exact population error over the 64 points of {+-1/sqrt 6}^6 (padding to d "
                 "changes nothing), no Monte Carlo; the search (L-BFGS from random starts) "
                 "gives an upper bound on the smallest error at each norm, so its gap can only "
@@ -268,20 +267,20 @@ class Norm(Experiment):
                 "rounding); measured = our error at the tightest radius",
                 {"points": [{"radius": r, "paper": e, "ours": m} for r, e, m, _ in pts]}))
         else:
-            out.append(Claim.not_applicable("hand-built", st["hand-built"],
+            out.append(Claim.not_applicable("hand-built", st,
                                             "radii 9.7, 12.5, 13.8 not all computed"))
         out.append(self._norm_claim(p, results, hand, st["sgd-norm-larger"]))
         paper = (p.d, p.n_train) in SGD_FLOOR and p.epochs >= 200 and len(p.widths) >= 5
         if not paper:
             out.append(Claim.not_applicable(
-                "sgd-floor", st["sgd-floor"],
+                "sgd-floor", st,
                 "applies to the paper's (d, N) with its full search (>= 200 epochs, >= 5 widths); "
                 "a reduced search only finds worse solutions, so it would test nothing"))
         else:
             best, se = _best_sgd_test(results)
             floor = SGD_FLOOR[(p.d, p.n_train)]
-            out.append(Claim.verdict(
-                "sgd-floor", st["sgd-floor"], best - K_SE * se > floor, best, floor, K_SE * se,
+            out.append(Claim.test(
+                "sgd-floor", st, best, "above", floor, K_SE * se,
                 "Monte Carlo error of the best test error (n_test samples); held iff it exceeds "
                 "the paper's floor by more than K_SE SE", {"floor": floor}))
         return out
@@ -325,8 +324,8 @@ class Norm(Experiment):
             return Claim.not_applicable("sgd-norm-larger", statement,
                                         "no SGD error level the hand-built solutions reach")
         worst = min(ratios)
-        return Claim.verdict(
-            "sgd-norm-larger", statement, worst[0] > 1.0, worst[0], 1.0, 0.0,
+        return Claim.test(
+            "sgd-norm-larger", statement, worst[0], ">=", 1.0, 0.0,
             "norms exact; SGD test errors lowered by K_SE SE (Monte Carlo) before reading the "
             "hand-built frontier (the smallest norm of a rescaled hand-built solution c W at that "
             "exact error); measured = the smallest ratio SGD norm / hand-built norm over widths",

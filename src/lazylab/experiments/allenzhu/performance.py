@@ -353,8 +353,7 @@ class Performance(Experiment):
               f"per-sample squared errors); tolerance K_SE = {K_SE:g} SE; paper selection")
         for panel in PANELS:
             if panel not in p.panels:
-                out += [Claim.not_applicable(f"{cid}-{panel}", st[f"{cid}-{panel}"],
-                                             panel_skipped(panel))
+                out += [Claim.not_applicable(f"{cid}-{panel}", st, panel_skipped(panel))
                         for cid in ("kernels-above", "resnet-lowest", "resnet-below")]
                 continue
             mode = panel_mode(panel)[0]
@@ -363,20 +362,19 @@ class Performance(Experiment):
             if kern:
                 (meth, _, x), (err, se) = min(kern.items(),
                                               key=lambda kv: kv[1][0] + K_SE * kv[1][1])
-                out.append(Claim.verdict(
-                    f"kernels-above-{panel}", st[f"kernels-above-{panel}"],
-                    err + K_SE * se >= thr, err, thr, K_SE * se,
+                out.append(Claim.test(
+                    f"kernels-above-{panel}", st, err, ">=", thr, K_SE * se,
                     mc + "; measured = the lowest kernel error (" + f"{meth} at {x:g})",
                     {"method": meth, "x": x}))
             else:
-                out.append(Claim.not_applicable(f"kernels-above-{panel}",
-                                                st[f"kernels-above-{panel}"], "no kernel rows"))
+                out.append(Claim.not_applicable(f"kernels-above-{panel}", st,
+                                                "no kernel rows"))
             mmax = max(p.widths)
             learners = {k: v for k, v in cells.items() if k[2] == mmax}
             res_key = (f"3resnet({mode})", mode, mmax)
             if res_key not in learners:
                 for cid in ("resnet-lowest", "resnet-below"):
-                    out.append(Claim.not_applicable(f"{cid}-{panel}", st[f"{cid}-{panel}"],
+                    out.append(Claim.not_applicable(f"{cid}-{panel}", st,
                                                     "no 3resnet row at the largest width"))
                 continue
             err, se = learners.pop(res_key)
@@ -384,14 +382,12 @@ class Performance(Experiment):
             others.update({k: v for k, v in cells.items() if k[1] == "ridge"})
             (omin, _, _), (oerr, ose) = min(others.items(), key=lambda kv: kv[1][0])
             tol = K_SE * math.hypot(se, ose)
-            out.append(Claim.verdict(
-                f"resnet-lowest-{panel}", st[f"resnet-lowest-{panel}"], err - oerr <= tol,
-                err - oerr, 0.0, tol,
+            out.append(Claim.test(
+                f"resnet-lowest-{panel}", st, err - oerr, "<=", 0.0, tol,
                 mc + "; measured = 3resnet error - best other learner's error (" + omin + "), "
                 "tolerance K_SE x SE of the difference", {"best_other": omin, "other": oerr}))
-            out.append(Claim.verdict(
-                f"resnet-below-{panel}", st[f"resnet-below-{panel}"],
-                err + K_SE * se < thr, err, thr, K_SE * se,
+            out.append(Claim.test(
+                f"resnet-below-{panel}", st, err, "below", thr, K_SE * se,
                 mc + "; held iff the error is below k alpha^2 by more than K_SE SE",
                 {"threshold": thr, "comparison": "below"}))
         return out

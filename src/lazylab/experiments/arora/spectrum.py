@@ -149,18 +149,16 @@ class _SpectrumPanel(Experiment):
         trace = results.value("H-infinity", "trace_share", k, kind="theory")
         flat = k / p.n_train
         return [
-            Claim.verdict(
-                "alignment", self.claim_statements["alignment"], ratio >= SHARE_RATIO, ratio,
-                SHARE_RATIO, 0.0,
+            Claim.test(
+                "alignment", self.claim_statements, ratio, ">=", SHARE_RATIO, 0.0,
                 error_model="one-sided: the random labels' top-k share has mean k/n and "
                             "standard deviation <= sqrt(2k)/n over the label draw, so a ratio "
                             f">= {SHARE_RATIO:g} is beyond 10 standard deviations of chance "
                             "alignment (threshold fixed in SHARE_RATIO before the data)",
                 details={"top k": k, "true share": true_s, "random share": rand_s,
                          "random share expected": flat, "one_sided": True}),
-            Claim.verdict(
-                "decay", self.claim_statements["decay"], trace >= TRACE_RATIO * flat,
-                trace / flat, TRACE_RATIO, 0.0,
+            Claim.test(
+                "decay", self.claim_statements, trace / flat, ">=", TRACE_RATIO, 0.0,
                 error_model="one-sided, deterministic given the sample: the top-k share of "
                             "tr(H_inf) = n/2 against the flat spectrum's k/n; threshold "
                             f"{TRACE_RATIO:g}x fixed in TRACE_RATIO",

@@ -182,7 +182,7 @@ class Coupling(Experiment):
             rel, gamma = CORRECTIONS[key]
             bias = fit_tilt(ms, rel, gamma)
             out.append(series_slope_claim(
-                cid, self.claim_statements[cid], results, NAMES[key], METRIC,
+                cid, self.claim_statements, results, NAMES[key], METRIC,
                 COUPLING_SLOPES[key], bias=bias,
                 error_model=SLOPE_ERROR_MODEL.format(rel=rel, gamma=gamma, bias=bias),
                 resolution=NO_COMPETING_LAW))
@@ -200,7 +200,7 @@ class Coupling(Experiment):
             # the fluctuations are over W0 (and signs): independent across seeds
             rel = m ** -0.375 if key == "mean gap" else NEURON_CV * math.sqrt(2 / m)
             ses.append(rel / math.sqrt(max(int(count[-1]), 1)))
-        out.append(match_claim("limits", self.claim_statements["limits"], ratios, 1.0, ses,
+        out.append(match_claim("limits", self.claim_statements, ratios, 1.0, ses,
                                error_model=LIMIT_ERROR_MODEL, x=list(range(len(names))),
                                details={"quantities": names}))
         return out

@@ -288,17 +288,16 @@ class Expressivity(Experiment):
                 limits.append(match_claim(f"p={deg}", "", float(sn.mean[-1]), lim, sd,
                                           bias=1e-9 * lim, error_model=NORM_MODEL))
                 worst = int(np.argmax(sn.mean / bound))
-                bounds.append(Claim.verdict(f"p={deg}", "", bool(np.all(sn.mean <= bound)),
-                                            float(sn.mean[worst]), bound, 0.0,
-                                            error_model="a high-probability bound"))
+                bounds.append(Claim.test(f"p={deg}", "", float(sn.mean[worst]), "<=", bound,
+                                         0.0, "a high-probability bound"))
             else:
-                limits.append(Claim.verdict(f"p={deg}", "", False, math.nan, lim, math.nan,
+                limits.append(Claim.missing(f"p={deg}", "", "no norm rows", expected=lim,
                                             error_model=NORM_MODEL))
-        return [all_of("error-decreases", st["error-decreases"], slopes_q),
-                all_of("randomized-decreases", st["randomized-decreases"], slopes_r),
-                all_of("error-level", st["error-level"], levels),
-                all_of("norm-limit", st["norm-limit"], limits),
-                all_of("norm-bound", st["norm-bound"], bounds,
+        return [all_of("error-decreases", st, slopes_q),
+                all_of("randomized-decreases", st, slopes_r),
+                all_of("error-level", st, levels),
+                all_of("norm-limit", st, limits),
+                all_of("norm-bound", st, bounds,
                        error_model="Theorem 7 bounds the norm with probability 1 - delta via "
                                    "Markov's inequality: 20-80x slack, so a consistency check",
                        details={"kind": "consistency"})]

@@ -205,9 +205,9 @@ class Generalization(Experiment):
         out = []
         for dist, cid in (("sphere", "M-sphere-slope"), ("hypercube", "M-hypercube-slope")):
             if dist not in p.dists:
-                out.append(Claim.not_applicable(cid, st[cid], f"{dist} not in dists"))
+                out.append(Claim.not_applicable(cid, st, f"{dist} not in dists"))
                 continue
-            out.append(series_slope_claim(cid, st[cid], results, dist, "M_x_op", -0.5, bias=tw,
+            out.append(series_slope_claim(cid, st, results, dist, "M_x_op", -0.5, bias=tw,
                                           error_model=em_tw,
                                           resolution=NO_COMPETING_LAW))
         if "subspace" in p.dists:
@@ -219,7 +219,7 @@ class Generalization(Experiment):
                          else 0.0)
             bias = 0.5 * math.sqrt(p.k_sub / n0)
             out.append(slope_claim(
-                "M-subspace-slope", st["M-subspace-slope"], x, mean, exp_slope, bias=bias,
+                "M-subspace-slope", st, x, mean, exp_slope, bias=bias,
                 sem=sem,
                 error_model=("finite n at fixed k: the top eigenvalue of a k x k sample "
                              "covariance deviates from the MP edge by a relative "
@@ -227,7 +227,7 @@ class Generalization(Experiment):
                              f"(1/2) sqrt(k / n_min) = {bias:.3f}; seed noise from seeds"),
                 resolution=NO_COMPETING_LAW))
         else:
-            out.append(Claim.not_applicable("M-subspace-slope", st["M-subspace-slope"],
+            out.append(Claim.not_applicable("M-subspace-slope", st,
                                             "subspace not in dists"))
         # Rademacher term: the op norm of a signed sum of n rank-one terms in d (or k)
         # dimensions; same Tracy-Widom-type edge correction (relative O(d^-2/3), slope tilt
@@ -238,35 +238,33 @@ class Generalization(Experiment):
                 "spread of the max over the m neurons tilt the slope by at most (2/3) "
                 f"d_min^-2/3 = {bias_r:.3f}; Monte Carlo over signs and seeds")
         if "sphere" in p.dists:
-            out.append(series_slope_claim("R-sphere-slope", st["R-sphere-slope"], results,
+            out.append(series_slope_claim("R-sphere-slope", st, results,
                                           "sphere", "rademacher", -1.0, bias=bias_r,
                                           error_model=em_r,
                                           resolution=NO_COMPETING_LAW))
         else:
-            out.append(Claim.not_applicable("R-sphere-slope", st["R-sphere-slope"],
+            out.append(Claim.not_applicable("R-sphere-slope", st,
                                             "sphere not in dists"))
         if "subspace" in p.dists:
-            out.append(series_slope_claim("R-subspace-slope", st["R-subspace-slope"], results,
+            out.append(series_slope_claim("R-subspace-slope", st, results,
                                           "subspace", "rademacher", -0.5, bias=bias_r,
                                           error_model=em_r,
                                           resolution=NO_COMPETING_LAW))
         else:
-            out.append(Claim.not_applicable("R-subspace-slope", st["R-subspace-slope"],
-                                            "subspace not in dists"))
+            out.append(Claim.not_applicable("R-subspace-slope", st, "subspace not in dists"))
         cons = {"kind": "consistency"}
         ratios = [float(r["value"]) / float(b["value"])
                   for r in results.select(metric="rademacher")
                   for b in results.select(metric="lemma8_bound", method=r["method"],
                                           x=r["x"], seed=r.get("seed"))]
         if ratios:
-            out.append(Claim.verdict("lemma8-bound", st["lemma8-bound"], max(ratios) <= 1,
-                                     max(ratios), 1.0, 0.0,
-                                     error_model="a bound (Tropp 2015) in expectation over "
-                                     "signs; Monte Carlo mean per seed", details=cons))
+            out.append(Claim.test("lemma8-bound", st, max(ratios), "<=", 1.0, 0.0,
+                                  error_model="a bound (Tropp 2015) in expectation over "
+                                  "signs; Monte Carlo mean per seed", details=cons))
         ms = [float(r["value"]) for r in results.select(metric="M_x_op", kind="simulation")]
         if ms:
-            out.append(Claim.verdict("M-at-most-1", st["M-at-most-1"], max(ms) <= 1 + 1e-12,
-                                     max(ms), 1.0, 0.0, error_model="exact", details=cons))
+            out.append(Claim.test("M-at-most-1", st, max(ms), "<=", 1.0, 0.0,
+                                  error_model="exact", details=cons))
         return out
 
     def plot(self, p: GeneralizationParams, results: Results):

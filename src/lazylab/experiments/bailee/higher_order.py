@@ -223,7 +223,7 @@ class HigherOrder(Experiment):
             lim = float(np.mean(np.abs(higher_order_limit(act, k, t))))
             cid = f"k{k}-theta1"
             if lim <= ZERO_LIMIT:
-                out.append(Claim.not_applicable(cid, st[cid], f"lambda_{k} = E sigma^({k})(g) = 0 "
+                out.append(Claim.not_applicable(cid, st, f"lambda_{k} = E sigma^({k})(g) = 0 "
                                                 f"for {p.activation}: no Theta(1) limit"))
             else:
                 exp, spread = [], []
@@ -232,7 +232,7 @@ class HigherOrder(Experiment):
                     exp.append(float(np.mean(folded_normal_mean(mu, sd))))
                     spread.append(float(np.mean(sd)))
                 exp_a = np.array(exp)
-                out.append(match_claim(cid, st[cid], fk, exp_a, np.array(spread),
+                out.append(match_claim(cid, st, fk, exp_a, np.array(spread),
                                        bias=LEVEL_BIAS * exp_a, error_model=LEVEL_MODEL,
                                        x=list(x), details={"limit": lim}))
             # lower terms j < k: two-sided slopes -j/(2k).
@@ -241,8 +241,8 @@ class HigherOrder(Experiment):
                                         bias=SLOPE_BIAS, error_model=SLOPE_MODEL, k=k,
                                         resolution=NO_COMPETING_LAW)
                      for j in range(1, k)]
-            out.append(all_of(cid, st[cid], parts) if parts else
-                       Claim.not_applicable(cid, st[cid], "k = 1 has no lower terms"))
+            out.append(all_of(cid, st, parts) if parts else
+                       Claim.not_applicable(cid, st, "k = 1 has no lower terms"))
             # the (k+1)-th term: slope of its exact spread; the remainder: -1/(2k).
             cid = f"k{k}-rest"
             xs = results.series(_term(k + 1), METRIC, k=k).x
@@ -258,7 +258,7 @@ class HigherOrder(Experiment):
                      series_slope_claim("f - f^(k)", "", results, REST, METRIC, -1 / (2 * k),
                                         bias=REST_BIAS, error_model=REST_MODEL, k=k,
                                         resolution=NO_COMPETING_LAW)]
-            out.append(all_of(cid, st[cid], parts))
+            out.append(all_of(cid, st, parts))
         return out
 
     def plot(self, p: HigherOrderParams, results: Results):

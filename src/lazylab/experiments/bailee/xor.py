@@ -265,8 +265,8 @@ def _nstar_faster(p: XorParams, series: dict[str, Series], statement: str) -> Cl
                                 "(1 as d -> infinity) and equal laws")
     if undecided is not None:
         return undecided
-    return Claim.verdict(
-        cid, statement, math.isfinite(diff) and diff > k * se, diff, 0.0, k * se,
+    return Claim.test(
+        cid, statement, diff, "above", 0.0, k * se,
         error_model=NSTAR_FASTER_MODEL,
         details={"theory": XOR_NSTAR_SLOPES[NTK] - XOR_NSTAR_SLOPES[RAND],
                  "theory_finite_d": gap, "dof": dof, "d": both, **_drop_details(p, gone),
@@ -441,11 +441,11 @@ class Xor(Experiment):
             ok = _measured(s_.x, s_.mean)
             dropped = _dropped(p, s_.x, ok)
             if ok.sum() < (MIN_FIT_POINTS if dropped else 2):
-                out.append(Claim.not_applicable(cid, st[cid],
+                out.append(Claim.not_applicable(cid, st,
                                                 _too_few(p, {meth: dropped}, int(ok.sum()))))
                 continue
             sem = s_.sem[ok] if np.any(s_.n[ok] > 1) else None
-            c = slope_claim(cid, st[cid], s_.x[ok], s_.mean[ok], exp, bias=bias,
+            c = slope_claim(cid, st, s_.x[ok], s_.mean[ok], exp, bias=bias,
                             error_model=SLOPE_MODEL.format(bias=bias), sem=sem,
                             details=_drop_details(p, {meth: dropped}),
                             resolution=SLOPE_RESOLUTION)
@@ -465,9 +465,9 @@ class Xor(Experiment):
             except KeyError:
                 ratios[meth] = math.nan
         worst = min(ratios.values())
-        out.append(Claim.verdict(
-            "beat-ntk", st["beat-ntk"], math.isfinite(worst) and worst > GRID_FACTOR, worst,
-            1.0, GRID_FACTOR - 1.0, error_model="grid resolution: n* is located on a sqrt(2) "
+        out.append(Claim.test(
+            "beat-ntk", st, worst, "above", 1.0, GRID_FACTOR - 1.0,
+            error_model="grid resolution: n* is located on a sqrt(2) "
                                                  "grid; held iff n*(NTK)/n*(model) > sqrt(2)",
             details={"ratios": ratios, "d": d_max, "comparison": "above"}))
         return out

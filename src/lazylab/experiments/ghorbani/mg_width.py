@@ -193,26 +193,24 @@ def bayes_claim(statement: str, results: Results, mmse_samples: int,
              "MMSE (<= 0.5/sqrt(mmse_samples)); 3 SE")
     xs, mm, _, _ = results.series("MMSE", "risk", kind="theory")
     if not len(mm):
-        return Claim.verdict("bayes-not-reached", statement, False, math.nan, 0.0, math.nan,
-                             error_model=model, details={"reason": "no MMSE theory rows"})
+        return Claim.missing("bayes-not-reached", statement, "no MMSE theory rows",
+                             expected=0.0, error_model=model)
     bayes = float(mm[0])
     se_b = 0.5 / math.sqrt(mmse_samples)
     best, worst = {}, None
     for m in methods:
         st = sim_stats(results, m)
         if not st:
-            return Claim.verdict("bayes-not-reached", statement, False, math.nan, 0.0,
-                                 math.nan, error_model=model,
-                                 details={"reason": f"no {m} simulations"})
+            return Claim.missing("bayes-not-reached", statement, f"no {m} simulations",
+                                 expected=0.0, error_model=model)
         x, (v, se) = min(st.items(), key=lambda kv: kv[1][0])
         best[m] = {"N": x, "risk": v, "se": se}
         tol = K_SE * math.hypot(se, se_b)
         if worst is None or (v - bayes) - tol < worst[0] - worst[1]:
             worst = (v - bayes, tol)
     assert worst is not None
-    return Claim.verdict("bayes-not-reached", statement, worst[0] > worst[1], worst[0], 0.0,
-                         worst[1], error_model=model,
-                         details={"best": best, "mmse": bayes, "comparison": "above"})
+    return Claim.test("bayes-not-reached", statement, worst[0], "above", 0.0, worst[1], model,
+                      {"best": best, "mmse": bayes, "comparison": "above"})
 
 
 def bayes_implied(claim: Claim, claims: Sequence[Claim],

@@ -27,7 +27,6 @@ claims below.  Quick scale accepts d <= 60 (``cost`` refuses larger d, exit 2).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -186,8 +185,8 @@ def zero_claim(statement: str, results: Results, d: int) -> Claim:
              "(1% of the trivial risk, the floor of the SGD allowance)")
     vals = [v[0] for x, v in sim_stats(results, "NN").items() if x >= d]
     if not vals:
-        return Claim.verdict("zero-for-N>=d", statement, False, math.nan, 0.0, ZERO_THRESHOLD,
-                             error_model=model, details={"reason": "no NN simulation at N >= d"})
-    worst = max(vals)
-    return Claim.verdict("zero-for-N>=d", statement, worst <= ZERO_THRESHOLD, worst, 0.0,
-                         ZERO_THRESHOLD, error_model=model)
+        return Claim.missing("zero-for-N>=d", statement, "no NN simulation at N >= d",
+                             expected=0.0, tolerance=ZERO_THRESHOLD, error_model=model)
+    # A risk is >= 0, so "within 0 +- threshold" is the bound "<= threshold".
+    return Claim.test("zero-for-N>=d", statement, max(vals), "within", 0.0, ZERO_THRESHOLD,
+                      model)

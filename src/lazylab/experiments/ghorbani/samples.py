@@ -229,8 +229,7 @@ class SamplesExperiment(Experiment):
                  "+ 0.005 (float32)")
         st = sim_stats(results, method, sd_metric=None)
         if not st:
-            return Claim.verdict(cid, statement, False, math.nan, math.nan, math.nan,
-                                 error_model=model, details={"reason": "no simulation rows"})
+            return Claim.missing(cid, statement, "no simulation rows", error_model=model)
         ref = self._limit(results, method, x_end)
         final, se = st[max(st)]
         return toolkit_match(cid, statement, final, ref, se,
@@ -249,17 +248,15 @@ class SamplesExperiment(Experiment):
             return Claim.not_applicable(cid, statement, "needs >= 2 seeds: the SGD noise of a "
                                         "point is estimated over seeds")
         if len(xs) < 2:
-            return Claim.verdict(cid, statement, False, math.nan, 0.0, math.nan,
-                                 error_model=model, details={"reason": "fewer than 2 points"})
+            return Claim.missing(cid, statement, "fewer than 2 points", expected=0.0,
+                                 error_model=model)
         pooled = _pooled_rise_se(results, method, xs)
         rises = [(st[b][0] - st[a][0],
                   K_SE * max(math.hypot(st[a][1], st[b][1]), pooled) + ABS_FLOOR, b)
                  for a, b in zip(xs, xs[1:], strict=False)]
         worst = max(rises, key=lambda t: t[0] - t[1])
-        return Claim.verdict(cid, statement, worst[0] <= worst[1], worst[0], 0.0, worst[1],
-                             error_model=model, details={"at_x": worst[2],
-                                                         "points": len(xs),
-                                                         "pooled rise SE": pooled})
+        return Claim.test(cid, statement, worst[0], "<=", 0.0, worst[1], model,
+                          {"at_x": worst[2], "points": len(xs), "pooled rise SE": pooled})
 
     def _before_cut(self, cid: str, statement: str, results: Results, method: str,
                     x_end: float, x_cut: float) -> Claim:
@@ -269,30 +266,27 @@ class SamplesExperiment(Experiment):
         ref = self._limit(results, method, x_end)
         before = [x for x in st if x <= x_cut + 1e-9]
         if not before or not math.isfinite(ref):
-            return Claim.verdict(cid, statement, False, math.nan, 0.5, math.nan,
-                                 error_model=model, details={"reason": "no point before the cut"})
+            return Claim.missing(cid, statement, "no point before the cut", expected=0.5,
+                                 error_model=model)
         x0 = max(before)
         r, se = st[x0]
         drop = 1.0 - ref
         frac = (1.0 - r) / drop if drop > 0 else math.nan
         tol = K_SE * se / drop if drop > 0 else math.nan
-        return Claim.verdict(cid, statement, math.isfinite(frac) and frac + tol >= 0.5, frac,
-                             0.5, tol, error_model=model,
-                             details={"x_before_cut": x0, "risk": r, "limit": ref,
-                                      "test": "held iff measured + tolerance >= 0.5"})
+        return Claim.test(cid, statement, frac, ">=", 0.5, tol, model,
+                          {"x_before_cut": x0, "risk": r, "limit": ref,
+                           "test": "held iff measured + tolerance >= 0.5"})
 
     def _gap(self, results: Results, x_end: float) -> Claim:
         model = "seed noise: 3 SE of the difference of the final risks (SE over seeds)"
         st = {m: sim_stats(results, m, sd_metric=None) for m in METHODS}
         if not all(st.values()):
-            return Claim.verdict("NN-below-NT", self.claim_statements["NN-below-NT"], False,
-                                 math.nan, 0.0, math.nan, error_model=model,
-                                 details={"reason": "missing simulations"})
+            return Claim.missing("NN-below-NT", self.claim_statements, "missing simulations",
+                                 expected=0.0, error_model=model)
         (nn, se_nn), (nt, se_nt) = (st[m][max(st[m])] for m in METHODS)
         margin = K_SE * math.hypot(se_nn, se_nt)
-        return Claim.verdict("NN-below-NT", self.claim_statements["NN-below-NT"],
-                             nt - nn > margin, nt - nn, 0.0, margin, error_model=model,
-                             details={"NN_final": nn, "NT_final": nt, "comparison": "above"})
+        return Claim.test("NN-below-NT", self.claim_statements, nt - nn, "above", 0.0, margin,
+                          model, {"NN_final": nn, "NT_final": nt, "comparison": "above"})
 
     # ------------------------------------------------------------------ figure
     def plot(self, p: SamplesParams, results: Results):

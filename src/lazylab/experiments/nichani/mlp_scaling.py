@@ -248,7 +248,7 @@ class MlpScaling(Experiment):
         cens = [float(v) for v, m in zip(s.x, s.mean, strict=True) if not math.isfinite(m)]
         err = ("least-squares slope of log n* on log d, SE from the residuals (the n-grid "
                "interpolation and seed noise) and the seed SEM")
-        out = [slope_claim("slope-2", st["slope-2"], x, y, 2.0, bias=SLOPE_BIAS, sem=sem,
+        out = [slope_claim("slope-2", st, x, y, 2.0, bias=SLOPE_BIAS, sem=sem,
                            error_model=err + f"; bias {SLOPE_BIAS} for lower-order terms of "
                                              "n*(d) at small d",
                            details={"censored_d": cens},
@@ -259,22 +259,21 @@ class MlpScaling(Experiment):
         fitres = loglog_fit([a for a, _ in pts], [b for _, b in pts])
         if fitres.points < 3 or not math.isfinite(fitres.se):
             out.append(Claim.not_applicable(
-                "not-cubic", st["not-cubic"], f"{fitres.points} (d, seed) point(s) with a "
+                "not-cubic", st, f"{fitres.points} (d, seed) point(s) with a "
                 "finite n*: a slope's residual SE needs at least 3"))
             return out
         se = fitres.se
         k = k_eff(K_SE, fitres.points - 2)
         # Past the resolution even the predicted slope 2 would fail slope + k SE < 3.
-        undecided = unresolved("not-cubic", st["not-cubic"], fitres.slope, k * se,
+        undecided = unresolved("not-cubic", st, fitres.slope, k * se,
                                SLOPE_RESOLUTION, what="slope",
                                how=f"{k:.3g} x SE {se:.3g} from {fitres.points} points",
                                laws="d^2 and d^3")
         if undecided is not None:
             out.append(undecided)
             return out
-        held = bool(math.isfinite(fitres.slope) and fitres.slope + k * se < 3.0)
-        out.append(Claim.verdict(
-            "not-cubic", st["not-cubic"], held, fitres.slope, 3.0, k * se,
+        out.append(Claim.test(
+            "not-cubic", st, fitres.slope, "below", 3.0, k * se,
             error_model="least-squares slope of log n* on log d over every (d, seed) point "
                         "(independent runs), SE from the residuals (the n-grid interpolation "
                         "and seed noise); one-sided: slope + k SE < 3, k the Student-t "

@@ -243,7 +243,7 @@ class Spectrum(Experiment):
             bias.append((LEAK[l] + D / p.N) * xi[l])
             xs.append(l)
         out.append(match_claim(
-            "xi-levels", st["xi-levels"], meas, exp, ses, bias=bias, x=xs,
+            "xi-levels", st, meas, exp, ses, bias=bias, x=xs,
             error_model="sampling SE of the group mean (lambda sqrt(2/N) per eigenvalue) or the "
                         f"seed SEM, K_SE = {K_SE:g}, plus finite-width leakage between degrees "
                         "(5%, 10%, 15% for degrees 1, 0, 2) and the O(D/N) bias of "
@@ -254,13 +254,13 @@ class Spectrum(Experiment):
         if len(tr.x) and len(th.x):
             se = max(float(tr.sem[0]), float(tr_se.mean[0]) / math.sqrt(max(tr.n[0], 1)))
             out.append(match_claim(
-                "trace", st["trace"], float(tr.mean[0]), float(th.mean[0]), se,
+                "trace", st, float(tr.mean[0]), float(th.mean[0]), se,
                 error_model="Monte Carlo SE of (1/N) sum |phi(x_i)|^2 over the N inputs; the "
                             "identity is exact in expectation for every m",
                 details={"kind": "consistency"}))
         else:
-            out.append(Claim.verdict("trace", st["trace"], False, math.nan, math.nan, 0.0,
-                                     error_model="no trace rows", details={"kind": "consistency"}))
+            out.append(Claim.missing("trace", st, "no trace rows", tolerance=0.0,
+                                     error_model="none", details={"kind": "consistency"}))
         # Gram pane
         g = results.series(GRAM, "eigenvalue")
         n, dg = self.n_gram(p), p.d_gram
@@ -274,7 +274,7 @@ class Spectrum(Experiment):
         se_med = 1.25 * spread * med / math.sqrt(k) / math.sqrt(max(int(g.n.min()), 1)) \
             if len(g.x) else math.nan
         out.append(match_claim(
-            "gram-ridge", st["gram-ridge"], med, gam, se_med, bias=RIDGE_BIAS * gam,
+            "gram-ridge", st, med, gam, se_med, bias=RIDGE_BIAS * gam,
             error_model="SE of the median of the ridge eigenvalues (1.25 x spread / sqrt(count), "
                         f"and seeds), K_SE = {K_SE:g}, plus {RIDGE_BIAS:.0%} for the degree-2 "
                         "part and finite m (Montanari-Zhong: gamma (1 + Delta), Delta -> 0)",
@@ -284,7 +284,7 @@ class Spectrum(Experiment):
         se_top = float(np.std(top) / math.sqrt(len(top))) if len(top) > 1 else math.nan
         pred_top = n * xg[1] + gam
         out.append(match_claim(
-            "gram-top", st["gram-top"], top_mean, pred_top, se_top, bias=TOP_BIAS * pred_top,
+            "gram-top", st, top_mean, pred_top, se_top, bias=TOP_BIAS * pred_top,
             error_model="SE of the mean of the d top eigenvalues (Marchenko-Pastur spread "
                         f"/ sqrt(d)), K_SE = {K_SE:g}, plus {TOP_BIAS:.0%} for O(1/d) and "
                         "finite-m corrections",

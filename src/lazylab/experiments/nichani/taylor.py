@@ -353,7 +353,7 @@ class TaylorExperiment(Experiment):
             quad = results.series(QUAD, metric)
             se_rows = results.series(QUAD, se_metric)
             if not (len(lin.x) and len(quad.x)):
-                out.append(Claim.verdict(cid, st[cid], False, math.nan, math.nan, 0.0,
+                out.append(Claim.missing(cid, st, "no rows", tolerance=0.0, op="below",
                                          error_model="no rows"))
                 continue
             ml, mq = float(lin.mean[-1]), float(quad.mean[-1])
@@ -362,8 +362,14 @@ class TaylorExperiment(Experiment):
             # paired over seeds: both models share each seed's data, init and batch order
             gap, se_seed, _ = paired_gap(results, (LIN, {}), (QUAD, {}), metric)
             se = max(se_mc, se_seed if math.isfinite(se_seed) else 0.0)
-            out.append(Claim.verdict(
-                cid, st[cid], bool(gap > K_SE * se), mq, ml, K_SE * se,
+            if not math.isfinite(gap):
+                out.append(Claim.missing(cid, st, "no seed ran both models", expected=ml,
+                                         tolerance=K_SE * se, op="below",
+                                         error_model="paired over seeds"))
+                continue
+            # the paired gap is linear - quadratic at each seed's end: quadratic below linear
+            out.append(Claim.test(
+                cid, st, mq, "below", ml, K_SE * se,
                 error_model="paired: the larger of the Monte Carlo SE over the test points of "
                             "the per-point gap (linear minus quadratic) and the seed spread of "
                             "the per-seed gaps / sqrt(seeds) (same data, init and batch order "
