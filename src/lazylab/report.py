@@ -41,12 +41,16 @@ def rebuild(out_dir: Path, warn: Callable[[str], None] = lambda _msg: None, *,
 
 def claim_test(cl: Mapping[str, Any]) -> str:
     """The comparison a claims.json record's verdict applied, as text (``0.967 >= 0.5 - 0.016``):
-    its ``comparison`` (:attr:`lazylab.experiments.base.Claim.op`; ``within`` when absent)."""
+    its ``comparison`` (:attr:`lazylab.experiments.base.Claim.op`; ``within`` when absent),
+    followed by the setting it was read at when the claim must hold at several
+    (``details.worst_at``: ``0.52 within 0.5 +- 0.1 at N = 45``)."""
     from lazylab.experiments.base import COMPARISONS, comparison_text
 
     op = cl.get("comparison")
-    return comparison_text(cl.get("measured"), cl.get("expected"), cl.get("tolerance"),
+    text = comparison_text(cl.get("measured"), cl.get("expected"), cl.get("tolerance"),
                            op if op in COMPARISONS else "within")
+    at = (cl.get("details") or {}).get("worst_at")
+    return f"{text} at {at}" if at and text != "-" else text
 
 
 def format_value(v: Any, digits: int = 4) -> str:

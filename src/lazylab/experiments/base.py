@@ -74,6 +74,7 @@ __all__ = [
     "Series",
     "Statement",
     "row",
+    "worst_at",
 ]
 
 #: Columns of ``results.csv``, in order; facet columns follow, sorted by name.
@@ -161,9 +162,11 @@ class Claim:
     details
         Anything else (per-point values, fitted intercepts, ...). ``{"kind": "consistency"}``
         marks a consistency check, which does not count in "N claims held"; ``reason`` says
-        why a claim is not applicable or missing. A ``details["comparison"]`` that names one
-        of :data:`COMPARISONS` must equal ``op`` (other text there describes the reference,
-        e.g. "paired with NTK ridgeless").
+        why a claim is not applicable or missing; ``worst_at`` (:func:`worst_at`) names the
+        setting whose numbers a claim that must hold at each of several settings reports,
+        the one closest to failing (``"N = 45"``), which the report prints after the test.
+        A ``details["comparison"]`` that names one of :data:`COMPARISONS` must equal ``op``
+        (other text there describes the reference, e.g. "paired with NTK ridgeless").
     op
         The comparison the verdict applies, one of :data:`COMPARISONS`: ``within``
         (``|m - e| <= t``), ``>=`` (``m >= e - t``), ``<=`` (``m <= e + t``), ``above``
@@ -324,6 +327,18 @@ class Claim:
     def comparison(self) -> str:
         """The test the verdict applied (:attr:`op`), as claims.json names it."""
         return self.op
+
+
+def worst_at(**setting: Any) -> str:
+    """The text of ``details["worst_at"]``: a claim that must hold at every one of several
+    settings reports the numbers of the one closest to failing (largest ``|m - e| / t`` for a
+    two-sided test, the smallest margin for a one-sided one), and names it here.
+
+    >>> worst_at(N=45), worst_at(d=40, k=2.0), worst_at(method="NT(I)")
+    ('N = 45', 'd = 40, k = 2', 'method = NT(I)')
+    """
+    return ", ".join(f"{k} = {v:g}" if isinstance(v, float) else f"{k} = {v}"
+                     for k, v in setting.items())
 
 
 def _statement(id: str, statement: Statement) -> str:

@@ -32,7 +32,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 import numpy as np
 import torch
 
-from lazylab.experiments.base import Claim, Results, Series, Statement, passes
+from lazylab.experiments.base import Claim, Results, Series, Statement, passes, worst_at
 from lazylab.seeding import derive_seed, torch_generator
 from lazylab.train import TrainingDiverged
 
@@ -519,7 +519,7 @@ def _weak(tol: float, resolution: float | None) -> dict[str, str]:
 def match_claim(cid: str, statement: Statement, measured: float | Sequence[float],
                 expected: float | Sequence[float], se: float | Sequence[float], *,
                 error_model: str, bias: float | Sequence[float] = 0.0, k_se: float = K_SE,
-                x: Sequence[float] | None = None,
+                x: Sequence[float] | None = None, x_name: str | None = None,
                 details: dict[str, Any] | None = None) -> Claim:
     """Two-sided Monte Carlo match, pointwise: ``|m_i - e_i| <= k_se * se_i + bias_i`` for all i.
 
@@ -528,7 +528,9 @@ def match_claim(cid: str, statement: Statement, measured: float | Sequence[float
     allowance (finite width, finite d, training error). Scalars or equal-length sequences
     (scalars broadcast). The reported measured/expected/tolerance are those of the tightest
     point (largest ``|m - e| / tol``), so ``ratio > 1`` iff the claim failed; every point is in
-    ``details["points"]``. Any non-finite measured value, expected value or tolerance fails
+    ``details["points"]``; with ``x_name`` and several points the tightest is named in
+    ``details["worst_at"]`` (``"N = 45"``, :func:`~lazylab.experiments.base.worst_at`). Any
+    non-finite measured value, expected value or tolerance fails
     the claim (a NaN standard error gives a NaN tolerance, which no comparison passes).
 
     Examples
@@ -557,6 +559,8 @@ def match_claim(cid: str, statement: Statement, measured: float | Sequence[float
                    for j in range(m.size)],
         "tightest_x": float(xs[i]),
     }
+    if x_name is not None and m.size > 1:
+        info["worst_at"] = worst_at(**{x_name: float(xs[i])})
     info.update(details or {})
     return Claim.test(cid, statement, float(m[i]), "within", float(e[i]), float(tol[i]),
                       error_model, info)
@@ -642,8 +646,6 @@ def series_match_claim(cid: str, statement: Statement, results: Results, method:
     >>> c.status, round(q["se"], 6), q["bias"], round(q["tolerance"], 6)
     ('held', 0.01, 0.01, 0.04)
     """
-    if ref_kind not in ("theory", "simulation"):
-        raise ValueError(f"ref_kind must be 'theory' or 'simulation'; got {ref_kind!r}")
     s = results.series(method, metric, **filters)
     if len(s.x) == 0:
         return Claim.missing(cid, statement, "no simulation rows", error_model=error_model)
@@ -659,7 +661,14 @@ def series_match_claim(cid: str, statement: Statement, results: Results, method:
     biases = [allowance(x, ref) if allowance is not None else 0.0
               for x, ref in zip(xs, exps, strict=True)]
     return match_claim(cid, statement, [float(m) for m in s.mean], exps, ses, bias=biases,
-                       x=xs, error_model=error_model, k_se=k_se, details=details)
+                       x=xs, x_name=_x_name(results, method, metric, filters),
+                       error_model=error_model, k_se=k_se, details=details)
+
+
+def _x_name(results: Results, method: str, metric: str, filters: dict[str, Any]) -> str:
+    """The ``x_name`` of the simulated curve (``"x"`` when it has no row)."""
+    return next((str(r["x_name"]) for r in results.select(kind="simulation", method=method,
+                                                         metric=metric, **filters)), "x")
 
 
 def _references(results: Results, s: Series, method: str, ref_metric: str, ref_kind: str,
@@ -667,6 +676,8 @@ def _references(results: Results, s: Series, method: str, ref_metric: str, ref_k
                 filters: dict[str, Any]) -> list[tuple[float, float]] | float:
     """:func:`series_match_claim`'s reference ``(r_x, se'_x)`` at each x of the curve ``s``,
     or the first x without a reference."""
+    if ref_kind not in ("theory", "simulation"):
+        raise ValueError(f"ref_kind must be 'theory' or 'simulation'; got {ref_kind!r}")
     sim_ref: dict[float, tuple[float, float]] = {}
     if ref_kind == "simulation":
         r = results.series(method, ref_metric, **filters)
@@ -698,7 +709,9 @@ def all_of(cid: str, statement: Statement, parts: Sequence[Claim], *, error_mode
     """One claim that holds iff every part holds (parts that are not applicable are skipped).
 
     The reported numbers are those of the tightest part (largest ``ratio``; a failed part
-    first), and every part is listed in ``details["parts"]``. With no applicable part the
+    first), named in ``details["tightest"]`` and, with its own setting if it has one, in
+    ``details["worst_at"]`` (``"p=3: m = 1000"``); every part is listed in
+    ``details["parts"]``. With no applicable part the
     claim is not applicable. The error model defaults to the parts' (distinct ones joined).
 
     Examples
@@ -722,6 +735,9 @@ def all_of(cid: str, statement: Statement, parts: Sequence[Claim], *, error_mode
     info: dict[str, Any] = {"parts": [{"id": c.id, "status": c.status, "measured": c.measured,
                                        "expected": c.expected, "tolerance": c.tolerance}
                                       for c in live], "tightest": worst.id}
+    if len(live) > 1:
+        at = worst.details.get("worst_at")
+        info["worst_at"] = f"{worst.id}: {at}" if at else worst.id
     info.update(details or {})
     return Claim.test(cid, statement, worst.measured, worst.op, worst.expected,
                       worst.tolerance, models, info)

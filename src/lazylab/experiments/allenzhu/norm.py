@@ -28,7 +28,7 @@ from lazylab.data.samplers import hypercube
 from lazylab.errors import InputError
 from lazylab.experiments import register
 from lazylab.experiments.allenzhu.common import PAPER, grid_peak_bytes
-from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
+from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row, worst_at
 from lazylab.experiments.style import finish, new_figure
 from lazylab.experiments.toolkit import K_SE, sub_generator
 from lazylab.models.mlp import SignOutputNet
@@ -265,7 +265,8 @@ class Norm(Experiment):
                 "gives an upper bound on the smallest error at each norm, so its gap can only "
                 "make the claim fail; tolerance = half a unit of the paper's last digit (its "
                 "rounding); measured = our error at the tightest radius",
-                {"points": [{"radius": r, "paper": e, "ours": m} for r, e, m, _ in pts]}))
+                {"points": [{"radius": r, "paper": e, "ours": m} for r, e, m, _ in pts],
+                 "worst_at": worst_at(radius=worst[0])}))
         else:
             out.append(Claim.not_applicable("hand-built", st,
                                             "radii 9.7, 12.5, 13.8 not all computed"))

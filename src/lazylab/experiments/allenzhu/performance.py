@@ -62,7 +62,7 @@ from lazylab.experiments.allenzhu.common import (
     t1_data,
 )
 from lazylab.experiments.allenzhu.infinite import INFINITE, infinite_ntk
-from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
+from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row, worst_at
 from lazylab.experiments.cost import scaled_cost
 from lazylab.experiments.style import finish, method_color
 from lazylab.experiments.toolkit import K_SE, sub_generator
@@ -365,7 +365,8 @@ class Performance(Experiment):
                 out.append(Claim.test(
                     f"kernels-above-{panel}", st, err, ">=", thr, K_SE * se,
                     mc + "; measured = the lowest kernel error (" + f"{meth} at {x:g})",
-                    {"method": meth, "x": x}))
+                    {"method": meth, "x": x, "worst_at": worst_at(**{
+                        "method": meth, _x_name(results, meth): x})}))
             else:
                 out.append(Claim.not_applicable(f"kernels-above-{panel}", st,
                                                 "no kernel rows"))
@@ -385,7 +386,8 @@ class Performance(Experiment):
             out.append(Claim.test(
                 f"resnet-lowest-{panel}", st, err - oerr, "<=", 0.0, tol,
                 mc + "; measured = 3resnet error - best other learner's error (" + omin + "), "
-                "tolerance K_SE x SE of the difference", {"best_other": omin, "other": oerr}))
+                "tolerance K_SE x SE of the difference",
+                {"best_other": omin, "other": oerr, "worst_at": worst_at(learner=omin)}))
             out.append(Claim.test(
                 f"resnet-below-{panel}", st, err, "below", thr, K_SE * se,
                 mc + "; held iff the error is below k alpha^2 by more than K_SE SE",
@@ -445,3 +447,9 @@ def _cells(results: Results, panel: str) -> dict[tuple[str, str, float], tuple[f
     return {k: (sum(v) / len(v),
                 math.sqrt(sum(s * s for s in se.get(k, [0.0]))) / len(se.get(k, [0.0])))
             for k, v in out.items()}
+
+
+def _x_name(results: Results, method: str) -> str:
+    """The x axis of ``method``'s rows (``N`` for the kernels, ``m`` for the networks)."""
+    return next((str(r["x_name"]) for r in results.select(kind="simulation", method=method,
+                                                         metric=ERR)), "x")

@@ -268,10 +268,11 @@ class Learnability(Experiment):
 
     # ---- verdicts --------------------------------------------------------------------------
     def claims(self, p: LearnabilityParams, results: Results) -> list[Claim]:
-        ratios = {}
+        ratios, at = {}, {}
         for q in p.powers:
-            _, vals, _, _ = results.series(f"p = {q}", "rkhs_norm", kind="theory")
+            xs, vals, _, _ = results.series(f"p = {q}", "rkhs_norm", kind="theory")
             ratios[f"p = {q}"] = float(vals.max() / theorem61_bound(q, tight=True))
+            at[f"p = {q}"] = f"p = {q}, n = {float(xs[int(np.argmax(vals))]):g}"
         worst = max(ratios.values())
         ns, rnd, sem, cnt = results.series(RANDOM, "rkhs_norm")
         ne, expect, _, _ = results.series(EXPECTATION, "rkhs_norm", kind="theory")
@@ -287,6 +288,7 @@ class Learnability(Experiment):
                             "inputs); only float64 rounding of the Cholesky solve separates "
                             "the computed value from it",
                 details={"kind": "consistency", "max over n of value / tight bound": ratios,
+                         "worst_at": at[max(ratios, key=lambda q: ratios[q])],
                          "one_sided": True}),
             slope_claim(
                 "random-slope", self.claim_statements, ns, ratio, 0.0,

@@ -100,4 +100,5 @@ def lemma53_claim(cid: str, statement: str, results: Results, methods: Sequence[
                     "allowance from the finite-width model: Monte Carlo over the width-m kernel "
                     "H(0) of D_H0(K) / D_Hinf(K) (mean mu, spread s): max(0, mu - 1) + K_SE s "
                     "sqrt(1/seeds + 1/draws); kernel motion and u(0) are what is tested",
-        details={"by label": points, "one_sided": True})
+        details={"by label": points, "one_sided": True,
+                 **({"worst_at": str(w["method"])} if len(points) > 1 else {})})

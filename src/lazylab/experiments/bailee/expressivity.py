@@ -41,7 +41,7 @@ from lazylab.experiments.bailee.common import (
     random_direction,
     width_grid,
 )
-from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
+from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row, worst_at
 from lazylab.experiments.style import finish, series_line, series_points
 from lazylab.experiments.toolkit import (
     NO_COMPETING_LAW,
@@ -289,7 +289,8 @@ class Expressivity(Experiment):
                                           bias=1e-9 * lim, error_model=NORM_MODEL))
                 worst = int(np.argmax(sn.mean / bound))
                 bounds.append(Claim.test(f"p={deg}", "", float(sn.mean[worst]), "<=", bound,
-                                         0.0, "a high-probability bound"))
+                                         0.0, "a high-probability bound",
+                                         {"worst_at": worst_at(m=float(sn.x[worst]))}))
             else:
                 limits.append(Claim.missing(f"p={deg}", "", "no norm rows", expected=lim,
                                             error_model=NORM_MODEL))

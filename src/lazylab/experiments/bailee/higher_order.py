@@ -234,7 +234,7 @@ class HigherOrder(Experiment):
                 exp_a = np.array(exp)
                 out.append(match_claim(cid, st, fk, exp_a, np.array(spread),
                                        bias=LEVEL_BIAS * exp_a, error_model=LEVEL_MODEL,
-                                       x=list(x), details={"limit": lim}))
+                                       x=list(x), x_name="m", details={"limit": lim}))
             # lower terms j < k: two-sided slopes -j/(2k).
             cid = f"k{k}-lower"
             parts = [series_slope_claim(f"f^({j})", "", results, _term(j), METRIC, -j / (2 * k),

@@ -50,7 +50,14 @@ from lazylab.experiments.bailee.common import (
     random_direction,
     width_grid,
 )
-from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results, row
+from lazylab.experiments.base import (
+    Claim,
+    Experiment,
+    ExperimentParams,
+    Results,
+    row,
+    worst_at,
+)
 from lazylab.experiments.toolkit import (
     K_SE,
     NO_COMPETING_LAW,
@@ -314,7 +321,7 @@ class Landscape(Experiment):
             lim = [lemma1_error_limit(_alpha_ineq(p), _data(p)[2].numpy(), float(m)) for m in x]
             out.append(match_claim(
                 "lemma1-limit", st, v1, lim, _pooled_se(results, LEMMA1, x),
-                x=list(x),
+                x=list(x), x_name="m",
                 error_model=("Monte Carlo over w0 only: the prediction is the exact "
                              "expectation over w0 (E relu(G)^2 = 1/2), so bias 0; SE = sd over "
                              "neurons of their contributions / sqrt(m/2), pooled over seeds")))
@@ -354,7 +361,8 @@ class Landscape(Experiment):
                              "width; eps_m = L~_lam(W*) - OPT is the coupling cost the "
                              "planted solution pays at width m; finite steps (not exactly an "
                              "SOSP) can only raise the measured value"),
-                details={"m": list(x), "ratio": ratio.tolist(), "gamma": p.gamma}))
+                details={"m": list(x), "ratio": ratio.tolist(), "gamma": p.gamma,
+                         "worst_at": worst_at(m=float(x[i]))}))
         else:
             out.append(Claim.not_applicable("theorem4-risk", st, "no teacher runs"))
         x, nrm, ns, _ = results.series(TEACHER, "norm")
@@ -381,7 +389,7 @@ class Landscape(Experiment):
             pred = [_curvature_limit(p, t, xi, m) for m in x]
             out.append(match_claim(
                 "saddle-curvature", st, curv, pred,
-                _pooled_se(results, AT0, x, "curvature_se"), x=list(x),
+                _pooled_se(results, AT0, x, "curvature_se"), x=list(x), x_name="m",
                 error_model=("Monte Carlo over w0 only: the prediction is the exact expectation "
                              "over w0 (E f^Q_{W*} = f*, E sigma'(G)^2 = 3/8), so bias 0; SE = "
                              "sd over neurons of their contributions / sqrt(m/2), pooled over "

@@ -56,6 +56,7 @@ from lazylab.experiments.base import (
     Results,
     Series,
     row,
+    worst_at,
 )
 from lazylab.experiments.style import finish, method_color, series_points, sim_points
 from lazylab.experiments.toolkit import (
@@ -469,7 +470,8 @@ class Xor(Experiment):
             "beat-ntk", st, worst, "above", 1.0, GRID_FACTOR - 1.0,
             error_model="grid resolution: n* is located on a sqrt(2) "
                                                  "grid; held iff n*(NTK)/n*(model) > sqrt(2)",
-            details={"ratios": ratios, "d": d_max, "comparison": "above"}))
+            details={"ratios": ratios, "d": d_max, "comparison": "above",
+                     "worst_at": worst_at(method=min(ratios, key=lambda m: ratios[m]))}))
         return out
 
     def plot(self, p: XorParams, results: Results):

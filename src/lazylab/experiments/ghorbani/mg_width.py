@@ -37,7 +37,7 @@ import torch
 from pydantic import Field
 
 from lazylab.experiments import register
-from lazylab.experiments.base import Claim, Results, row
+from lazylab.experiments.base import Claim, Results, row, worst_at
 from lazylab.experiments.ghorbani import common as C
 from lazylab.experiments.ghorbani.verdicts import (
     K_SE,
@@ -207,10 +207,10 @@ def bayes_claim(statement: str, results: Results, mmse_samples: int,
         best[m] = {"N": x, "risk": v, "se": se}
         tol = K_SE * math.hypot(se, se_b)
         if worst is None or (v - bayes) - tol < worst[0] - worst[1]:
-            worst = (v - bayes, tol)
+            worst = (v - bayes, tol, worst_at(method=m, N=x))
     assert worst is not None
     return Claim.test("bayes-not-reached", statement, worst[0], "above", 0.0, worst[1], model,
-                      {"best": best, "mmse": bayes, "comparison": "above"})
+                      {"best": best, "mmse": bayes, "comparison": "above", "worst_at": worst[2]})
 
 
 def bayes_implied(claim: Claim, claims: Sequence[Claim],

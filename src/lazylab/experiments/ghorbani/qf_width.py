@@ -34,7 +34,7 @@ import torch
 from pydantic import Field
 
 from lazylab.experiments import register
-from lazylab.experiments.base import Claim, Results, row
+from lazylab.experiments.base import Claim, Results, row, worst_at
 from lazylab.experiments.ghorbani import common as C
 from lazylab.experiments.ghorbani.verdicts import ordering_claim, ordering_implied, sim_stats
 from lazylab.experiments.ghorbani.widths import (
@@ -183,10 +183,11 @@ def zero_claim(statement: str, results: Results, d: int) -> Claim:
     quadratic form), so it is not part of the claim."""
     model = ("SGD convergence: the quick protocol ends near 1e-3 for N >= d; threshold 0.01 "
              "(1% of the trivial risk, the floor of the SGD allowance)")
-    vals = [v[0] for x, v in sim_stats(results, "NN").items() if x >= d]
+    vals = [(v[0], x) for x, v in sim_stats(results, "NN").items() if x >= d]
     if not vals:
         return Claim.missing("zero-for-N>=d", statement, "no NN simulation at N >= d",
                              expected=0.0, tolerance=ZERO_THRESHOLD, error_model=model)
     # A risk is >= 0, so "within 0 +- threshold" is the bound "<= threshold".
-    return Claim.test("zero-for-N>=d", statement, max(vals), "within", 0.0, ZERO_THRESHOLD,
-                      model)
+    worst, n = max(vals)
+    return Claim.test("zero-for-N>=d", statement, worst, "within", 0.0, ZERO_THRESHOLD, model,
+                      {"worst_at": worst_at(N=n)} if len(vals) > 1 else None)

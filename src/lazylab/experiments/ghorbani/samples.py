@@ -37,7 +37,7 @@ from matplotlib.axes import Axes
 from pydantic import Field
 
 from lazylab.experiments import style
-from lazylab.experiments.base import Claim, Experiment, Results, row
+from lazylab.experiments.base import Claim, Experiment, Results, row, worst_at
 from lazylab.experiments.ghorbani import common as C
 from lazylab.experiments.ghorbani.verdicts import (
     ABS_FLOOR,
@@ -256,7 +256,8 @@ class SamplesExperiment(Experiment):
                  for a, b in zip(xs, xs[1:], strict=False)]
         worst = max(rises, key=lambda t: t[0] - t[1])
         return Claim.test(cid, statement, worst[0], "<=", 0.0, worst[1], model,
-                          {"at_x": worst[2], "points": len(xs), "pooled rise SE": pooled})
+                          {"at_x": worst[2], "points": len(xs), "pooled rise SE": pooled,
+                           "worst_at": worst_at(**{"n/d": worst[2]})})
 
     def _before_cut(self, cid: str, statement: str, results: Results, method: str,
                     x_end: float, x_cut: float) -> Claim:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from lazylab.experiments.base import Claim, Results, passes
+from lazylab.experiments.base import Claim, Results, passes, worst_at
 from lazylab.experiments.toolkit import (
     K_SE,
     NO_COMPETING_LAW,
@@ -167,7 +167,7 @@ def ordering_claim(statement: str, results: Results, d: int) -> Claim:
     pointwise significance test would need many repetitions). Reported: measured = mean gap
     RF(I) - NT(I), expected 0, tolerance 3 SE of that mean (``above``: held iff gap >= tol);
     where a point contradicts the order, that point instead (its difference ``<=`` 0 + its
-    allowance, failed; ``details["contradiction_at_N"]``).
+    allowance, failed; ``details["worst_at"]``).
     """
     model = ("seed noise: SE over repetitions and W draws (at least the exact risk's spread "
              "over W); 3 SE per comparison, + 0.005 for NN vs NT")
@@ -190,7 +190,7 @@ def ordering_claim(statement: str, results: Results, d: int) -> Claim:
             "no_pointwise_contradiction": bool(ordered)}
     if not ordered:  # a point contradicts the order: that is the failed test
         return Claim.test("ordering", statement, worst[0], "<=", 0.0, worst[1], model,
-                          {**info, "contradiction_at_N": worst[2]})
+                          {**info, "worst_at": worst_at(N=worst[2])})
     return Claim.test("ordering", statement, float(gaps.mean()), "above", 0.0, K_SE * se_mean,
                       model, {**info, "comparison": "above"})
 

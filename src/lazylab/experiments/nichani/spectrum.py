@@ -243,7 +243,7 @@ class Spectrum(Experiment):
             bias.append((LEAK[l] + D / p.N) * xi[l])
             xs.append(l)
         out.append(match_claim(
-            "xi-levels", st, meas, exp, ses, bias=bias, x=xs,
+            "xi-levels", st, meas, exp, ses, bias=bias, x=xs, x_name="degree",
             error_model="sampling SE of the group mean (lambda sqrt(2/N) per eigenvalue) or the "
                         f"seed SEM, K_SE = {K_SE:g}, plus finite-width leakage between degrees "
                         "(5%, 10%, 15% for degrees 1, 0, 2) and the O(D/N) bias of "
