@@ -16,8 +16,6 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-from mkdocs.structure.files import File
-
 from lazylab.ids import PAPERS
 
 DOCS = Path(__file__).resolve().parent / "docs"
@@ -101,6 +99,9 @@ def on_config(config):
 
 
 def on_files(files, config):
+    # Imported here so that the page builders above work without the docs extra (tests).
+    from mkdocs.structure.files import File
+
     for key, paper in PAPERS.items():
         files.append(File.generated(config, paper.page, content=_page(key)))
     return files
