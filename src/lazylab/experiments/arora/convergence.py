@@ -315,6 +315,26 @@ class _ConvergencePanel(Experiment):
                 f"only {len(xs)} logged step(s) within Theorem 4.1's regime (predicted "
                 f"per-neuron move <= {LAZY_MOVE:g} kappa) at width {p.width}; a wider net "
                 "keeps more")
+        return match_claim(
+            cid, self.statements(p), measured, expected, ses, bias=FLOAT_BIAS, x=xs, x_name="k",
+            error_model=(
+                f"finite width m = {p.width} ({init_label(init, kappa)}): the lazy net follows "
+                "the linear dynamics of its own kernel H(0) = H_inf + O(m^-1/2) (Lemma C.3); "
+                f"{n_draws} draws of H(0) give the bias b(k) and spread s(k) of "
+                "log(Phi_H0(k) / Phi_pred(k)); tolerance at each logged k = K_SE s(k) "
+                f"sqrt(1/seeds + 1/draws) + {FLOAT_BIAS} (float32 GD); compared at the "
+                f"logged steps within the theorem's regime (predicted per-neuron move <= "
+                f"{LAZY_MOVE:g} kappa, Lemma C.2), where the kernel's motion is not modelled, "
+                "so tested"),
+            details={**regime, **self._diagnostics(p, results, method, pred, pred_dist),
+                     "seeds": len(seeds)})
+
+    def _diagnostics(self, p: ConvergenceParams, results: Results, method: str,
+                     pred: dict, pred_dist: dict) -> dict[str, Any]:
+        """What :meth:`_tracking` reports beside its verdict: the final pattern change at each
+        init, the kernel motion of the main init, and the other inits' final log-gap."""
+        init, kappa = inits(p)[0]
+        independent = p.width // 2 if init == "symmetric" else p.width
         pc = {init_label(i, kp): _last(results, method, "pattern_change", init=i, kappa=kp)
               for i, kp in inits(p)}
         # Kernel-motion diagnostics (reported, not used by the verdict): each neuron moves by
@@ -332,21 +352,8 @@ class _ConvergencePanel(Experiment):
             x, loss, _, _ = results.series(method, "train_loss", init=i, kappa=kp)
             if len(x) and x[-1] in pred:
                 paper_dev[init_label(i, kp)] = math.log(loss[-1] / pred[x[-1]])
-        return match_claim(
-            cid, self.statements(p), measured, expected, ses, bias=FLOAT_BIAS, x=xs, x_name="k",
-            error_model=(
-                f"finite width m = {p.width} ({init_label(init, kappa)}): the lazy net follows "
-                "the linear dynamics of its own kernel H(0) = H_inf + O(m^-1/2) (Lemma C.3); "
-                f"{n_draws} draws of H(0) give the bias b(k) and spread s(k) of "
-                "log(Phi_H0(k) / Phi_pred(k)); tolerance at each logged k = K_SE s(k) "
-                f"sqrt(1/seeds + 1/draws) + {FLOAT_BIAS} (float32 GD); compared at the "
-                f"logged steps within the theorem's regime (predicted per-neuron move <= "
-                f"{LAZY_MOVE:g} kappa, Lemma C.2), where the kernel's motion is not modelled, "
-                "so tested"),
-            details={**regime, "final pattern change by init": pc,
-                     "kernel motion (main init)": motion,
-                     "final log(Phi / Phi_pred), other inits (reported)": paper_dev,
-                     "seeds": len(seeds)})
+        return {"final pattern change by init": pc, "kernel motion (main init)": motion,
+                "final log(Phi / Phi_pred), other inits (reported)": paper_dev}
 
     # ---- figure ----------------------------------------------------------------------------
     def figsize(self, p: ConvergenceParams) -> tuple[float, float]:

@@ -429,6 +429,14 @@ class Landscape(Experiment):
     def plot(self, p: LandscapeParams, results: Results):
         fig = Figure(figsize=(14.5, 4.2))
         a1, a2, a3 = fig.subplots(1, 3)
+        self._plot_landscape(a1, p, results)
+        self._plot_teacher(a2, p, results)
+        self._plot_saddle(a3, p, results)
+        fig.tight_layout()
+        return fig
+
+    def _plot_landscape(self, a1, p: LandscapeParams, results: Results) -> None:
+        """Left pane: the landscape inequality's violation at W = W* against width."""
         for meth, lab in ((LEMMA1, r"Lemma 1 ($L^Q$)"), (THM2, r"Theorem 2 ($\tilde L$)")):
             x, mean, sem, _ = results.series(meth, VIOL)
             ok = mean > 0
@@ -456,6 +464,8 @@ class Landscape(Experiment):
         a1.set_title(rf"Landscape at $W=W^*$, $\|W^*\|_{{2,4}}={p.w_star_norm:g}$, d={p.d}")
         a1.legend(fontsize=7)
 
+    def _plot_teacher(self, a2, p: LandscapeParams, results: Results) -> None:
+        """Middle pane: Theorem 4's teacher-student risk and norm ratios against width."""
         x, risk, rs, _ = results.series(TEACHER, "risk_final")
         _, opt, _, _ = results.series(PLANTED, "opt")
         _, eps, _, _ = results.series(PLANTED, "eps")
@@ -480,6 +490,10 @@ class Landscape(Experiment):
         a2.set_title(rf"Theorem 4 teacher-student, n={p.n}, $\alpha$={p.alpha:g}")
         a2.legend(fontsize=7)
 
+    def _plot_saddle(self, a3, p: LandscapeParams, results: Results) -> None:
+        """Right pane: risk curves of noisy GD from small init and plain GD from W = 0."""
+        x, _, _, _ = results.series(TEACHER, "risk_final")
+        _, opt, _, _ = results.series(PLANTED, "opt")
         for m in sorted(p.teacher_widths):
             xs, ls, _, _ = results.series(TEACHER, "risk", m=m)
             if len(xs):
@@ -494,8 +508,6 @@ class Landscape(Experiment):
         a3.set_ylabel(r"$\tilde L_\lambda$ (data part)")
         a3.set_title("W = 0 is a saddle: plain GD stays, perturbed GD escapes")
         a3.legend(fontsize=7)
-        fig.tight_layout()
-        return fig
 
 
 def _neuron_se(net, X: torch.Tensor, contrib, W: torch.Tensor) -> float:

@@ -222,8 +222,13 @@ class Spectrum(Experiment):
 
     # ---- claims ----------------------------------------------------------------------------
     def claims(self, p: SpectrumParams, results: Results) -> list[Claim]:
+        """The level claim, the trace identity, then the two Gram-pane claims."""
+        return [self._xi_claim(p, results), self._trace_claim(results),
+                *self._gram_claims(p, results)]
+
+    def _xi_claim(self, p: SpectrumParams, results: Results) -> Claim:
+        """Covariance eigenvalues grouped by degree against the NTK levels xi_l."""
         st = self.claim_statements
-        out = []
         s = results.series(SIGMA, "eigenvalue")
         ev = dict(zip(s.x.tolist(), zip(s.mean.tolist(), s.sem.tolist(), strict=True),
                       strict=True))
@@ -242,26 +247,33 @@ class Spectrum(Experiment):
             ses.append(max(se, seed_sem))
             bias.append((LEAK[l] + D / p.N) * xi[l])
             xs.append(l)
-        out.append(match_claim(
+        return match_claim(
             "xi-levels", st, meas, exp, ses, bias=bias, x=xs, x_name="degree",
             error_model="sampling SE of the group mean (lambda sqrt(2/N) per eigenvalue) or the "
                         f"seed SEM, K_SE = {K_SE:g}, plus finite-width leakage between degrees "
                         "(5%, 10%, 15% for degrees 1, 0, 2) and the O(D/N) bias of "
-                        "sample-covariance eigenvalues, D = m d / 2"))
+                        "sample-covariance eigenvalues, D = m d / 2")
+
+    def _trace_claim(self, results: Results) -> Claim:
+        """The trace of the feature covariance against its exact expectation."""
+        st = self.claim_statements
         tr = results.series(SIGMA, "trace")
         tr_se = results.series(SIGMA, "trace_se")
         th = results.series(SIGMA, "trace", kind="theory")
         if len(tr.x) and len(th.x):
             se = max(float(tr.sem[0]), float(tr_se.mean[0]) / math.sqrt(max(tr.n[0], 1)))
-            out.append(match_claim(
+            return match_claim(
                 "trace", st, float(tr.mean[0]), float(th.mean[0]), se,
                 error_model="Monte Carlo SE of (1/N) sum |phi(x_i)|^2 over the N inputs; the "
                             "identity is exact in expectation for every m",
-                details={"kind": "consistency"}))
-        else:
-            out.append(Claim.missing("trace", st, "no trace rows", tolerance=0.0,
-                                     error_model="none", details={"kind": "consistency"}))
-        # Gram pane
+                details={"kind": "consistency"})
+        return Claim.missing("trace", st, "no trace rows", tolerance=0.0,
+                             error_model="none", details={"kind": "consistency"})
+
+    def _gram_claims(self, p: SpectrumParams, results: Results) -> list[Claim]:
+        """Gram pane: the ridge (median of the tail) and the d top eigenvalues."""
+        st = self.claim_statements
+        out = []
         g = results.series(GRAM, "eigenvalue")
         n, dg = self.n_gram(p), p.d_gram
         gam = effective_ridge(shifted_sigmoid(p.b), dg, 1)
