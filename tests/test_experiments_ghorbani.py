@@ -178,18 +178,30 @@ def test_quick_d_range_is_refused_by_validate():
 
 
 def test_samples_quick_d_range():
-    """The samples figures (fixed SGD steps) accept 12 <= d <= 40 at quick scale and refuse
-    d outside it with exit 2 (InputError naming --set d); the paper scale accepts d = 41."""
+    """The samples figures (fixed SGD steps) accept 12 <= d <= 40 at quick scale and
+    ``validate`` refuses d outside it with exit 2 (InputError naming --set d); the paper scale
+    accepts d = 41, and the cost estimate refuses nothing."""
     from lazylab.errors import InputError
 
     for exp_id in ("ghorbani-qf-samples", "ghorbani-mg-samples"):
         exp = REGISTRY[exp_id]
         for d in (12, 40):
+            exp.validate(exp.resolve("quick", {"d": d}), scale="quick")
             assert math.isfinite(exp.cost(exp.resolve("quick", {"d": d}), "quick")[0])
         for d in (11, 41):
             with pytest.raises(InputError, match="12 <= d <= 40"):
-                exp.cost(exp.resolve("quick", {"d": d}), "quick")
-        exp.cost(exp.resolve("paper", {"d": 41}), "paper")
+                exp.validate(exp.resolve("quick", {"d": d}), scale="quick")
+            assert math.isfinite(exp.cost(exp.resolve("quick", {"d": d}), "quick")[0])
+        exp.validate(exp.resolve("paper", {"d": 41}), scale="paper")
+
+
+def test_samples_quick_d_range_refused_by_the_cli_before_compute(tmp_path):
+    from toy_experiment import cli
+
+    res = cli("reproduce", "ghorbani-qf-samples", "--set", "d=41", "--out", str(tmp_path / "o"))
+    assert res.exit_code == 2 and "12 <= d <= 40" in res.output
+    assert "Traceback" not in res.output
+    assert not (tmp_path / "o" / "ghorbani-qf-samples" / "results.csv").exists()
 
 
 def test_quick_d_range_refused_by_the_cli_with_exit_2(tmp_path):

@@ -23,7 +23,7 @@ Theorems 5-6 drop; the best scaled rank-N truncation of Delta for NN), with
 Claims: ``<method>-matches-finite-d``, ``<method>-matches-asymptotic`` (the paper's formula,
 allowing 1.5x the exact O(rho/d) correction), ``asymptotic-gap-shrinks`` (the gap to
 the formulas falls like 1/d over d = 20, 40, 80; see :mod:`.widths`) and the ordering
-claims below.  Quick scale accepts d <= 90 (``cost`` refuses larger d, exit 2).
+claims below.  Quick scale accepts d <= 90 (``validate`` refuses larger d, exit 2).
 """
 
 from __future__ import annotations

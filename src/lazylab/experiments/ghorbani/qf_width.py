@@ -22,7 +22,7 @@ directions (O(rho/d); 0.2 at d = 40, rho = 10), and the NT risk differs from The
 Claims: ``<method>-matches-finite-d``, ``<method>-matches-asymptotic`` (the paper's formula,
 allowing 1.5x the exact O(rho/d) correction), ``asymptotic-gap-shrinks`` (the gap to
 the formulas falls like 1/d over d = 20, 40, 80; see :mod:`.widths`) and the ordering
-claims below.  Quick scale accepts d <= 60 (``cost`` refuses larger d, exit 2).
+claims below.  Quick scale accepts d <= 60 (``validate`` refuses larger d, exit 2).
 """
 
 from __future__ import annotations

@@ -101,14 +101,15 @@ class SamplesExperiment(Experiment):
     robustness_axes = {"d": [20, 30, 40], "target_seed": [100, 101, 102]}
     #: d range of the quick scale. The SGD step count does not grow with d, so the horizon
     #: n/d = steps x batch / d shrinks as d grows and the claims were checked only over this
-    #: range (smoke d = 12, robustness axis 20..40); ``cost`` refuses another d at quick (exit 2).
+    #: range (smoke d = 12, robustness axis 20..40); ``validate`` refuses another d at quick
+    #: (exit 2).
     quick_d_range: ClassVar[tuple[int, int]] = (12, 40)
     #: Size exponents of the cost guard (:func:`lazylab.experiments.cost.scaled_cost`).
     cost_sizes: ClassVar[dict[str, float]] = {"sgd_steps": 1, "batch_size": 1, "d": 1}
 
-    def cost(self, p: SamplesParams, scale: str = "quick") -> tuple[float, float | None]:
-        """Refuse a d outside :attr:`quick_d_range` at quick scale, else the unit-count
-        estimate times the growth of each size (a lower bound)."""
+    def validate(self, p: SamplesParams, scale: str | None = None) -> None:
+        """At ``--scale quick``, refuse a d outside :attr:`quick_d_range` (InputError, exit 2;
+        the runner passes the scale, :func:`lazylab.runner.params.validate`)."""
         from lazylab.errors import InputError
 
         lo, hi = self.quick_d_range
@@ -118,7 +119,6 @@ class SamplesExperiment(Experiment):
                 f"{p.d}. Its SGD step count is fixed, so the sample horizon n/d shrinks with d "
                 f"and its claims were checked only in that range. Use --scale paper (with "
                 f"--set d=... and sgd_steps=...) for other d")
-        return super().cost(p, scale)
 
     def peak_bytes(self, p: SamplesParams) -> float:
         """A unit's arrays: the step sizes' N x d float32 parameters (held three times) and
