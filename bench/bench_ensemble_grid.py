@@ -19,7 +19,7 @@ import time
 import torch
 
 from _results import record
-from lazylab.data.hierarchical import HierarchicalParity
+from lazylab.data import HierarchicalParity
 from lazylab.models.mlp import MLP2, MLP3
 from lazylab.models.resnet import ResNet3
 from lazylab.train.ensemble import decade_grid, train_grid

@@ -9,9 +9,8 @@ import math
 import pytest
 import torch
 
+from lazylab.data import HardInstance, HierarchicalParity
 from lazylab.data.hierarchical import (
-    HardInstance,
-    HierarchicalParity,
     all_cube_points,
     exact_risk,
     t1_reference_levels,

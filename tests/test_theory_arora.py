@@ -11,14 +11,13 @@ import torch
 from lazylab.data import Polynomial, sphere
 from lazylab.kernels import empirical_ntk
 from lazylab.models import TwoLayerNet
+from lazylab.solve import GramSolver, eigendecompose
 from lazylab.theory.arora import (
-    GramSolver,
     alignment_share,
     complexity_measure,
     corollary62_bound,
     corrupted_label_moments,
     default_learning_rate,
-    eigendecompose,
     h_infinity,
     lemma_c3_bound,
     predicted_distance,

@@ -1,9 +1,12 @@
 """Allen-Zhu & Li (2019) tasks T1-T3 on the Boolean cube, with exact reference levels.
 
 * T1 (Sec. 8.1, Figs. 2-3): x uniform on {-1, 1}^d, k = d/2 outputs,
-  H_i(x) = beta x_{2i-1} x_{2i} + alpha (-1)^i x_1 ... x_8 (:class:`HierarchicalParity`).
-* T2 (Eq. 7.1, Thms 2-3): H_r(x) = x~_{i_r} + alpha prod_{j in S} x~_j (:class:`HardInstance`).
-* T3 (Sec. 8.2, Figs. 1/4): y = d^3 x_{i1} ... x_{i6} on {+-1/sqrt(d)}^d (:func:`allenzhu_parity6`).
+  H_i(x) = beta x_{2i-1} x_{2i} + alpha (-1)^i x_1 ... x_8
+  (:class:`lazylab.data.HierarchicalParity`).
+* T2 (Eq. 7.1, Thms 2-3): H_r(x) = x~_{i_r} + alpha prod_{j in S} x~_j
+  (:class:`lazylab.data.HardInstance`).
+* T3 (Sec. 8.2, Figs. 1/4): y = d^3 x_{i1} ... x_{i6} on {+-1/sqrt(d)}^d
+  (:func:`lazylab.data.allenzhu_parity6`).
 
 The reference levels follow from Fourier orthogonality of distinct parities
 (E chi_S chi_S' = 1[S = S']): every output of T1 is a sum of two distinct parities, so
@@ -22,11 +25,6 @@ import itertools
 from collections.abc import Callable
 
 import torch
-
-# Defined in paper_targets (exported by lazylab.data); importable from here too.
-from lazylab.data.paper_targets import HardInstance as HardInstance
-from lazylab.data.paper_targets import HierarchicalParity as HierarchicalParity
-from lazylab.data.paper_targets import allenzhu_parity6 as allenzhu_parity6
 
 
 def t1_reference_levels(k: int, alpha: float, beta: float) -> dict[str, float]:

@@ -11,12 +11,13 @@ Everything here is a closed form of the Gram matrix (their Eq. (3))
 built on :func:`lazylab.kernels.ntk` (``trained="first"``), always in float64:
 
 * :func:`h_infinity`: H_inf, in row blocks for large n (and onto another device if asked);
-* :func:`eigendecompose` -> :class:`Spectrum` (descending eigenvalues lambda_i, vectors v_i);
+* :func:`lazylab.solve.eigendecompose` -> :class:`~lazylab.solve.Spectrum` (descending
+  eigenvalues lambda_i, vectors v_i);
 * :func:`predicted_residual_norm`: Theorem 4.1 (Eq. (8)),
   ||y - u(k)|| ~ ||(I - eta H_inf)^k y|| = sqrt(sum_i (1 - eta lambda_i)^(2k) (v_i.y)^2);
 * :func:`predicted_distance`: the main term of Lemma 5.3 after K steps (proof in App. D.1),
   D(K) = sqrt(sum_i (1 - (1 - eta lambda_i)^K)^2 (v_i.y)^2 / lambda_i) -> sqrt(y^T H^-1 y);
-* :class:`GramSolver`: y^T H_inf^-1 y by a Cholesky solve; :func:`complexity_measure`
+* :class:`lazylab.solve.GramSolver`: y^T H_inf^-1 y by a Cholesky solve; :func:`complexity_measure`
   sqrt(2 y^T H^-1 y / n) (Eq. (10));
 * :func:`theorem51_bound`: Theorem 5.1 / Corollary 5.2 with the constants of its proof;
 * :func:`theorem61_bound`, :func:`corollary62_bound`: learnable polynomials (Sec. 6);
@@ -31,6 +32,7 @@ Example
 >>> H = h_infinity(X)
 >>> round(float(H.diagonal().max()), 12)     # |x|^2 / 2 on the diagonal
 0.5
+>>> from lazylab.solve import eigendecompose
 >>> spec = eigendecompose(H)
 >>> y = worst_case_labels(spec)      # sqrt(n) v_n: the slowest direction of GD
 >>> r = predicted_residual_norm(spec, y, eta=1 / spec.lambda_max, steps=[0, 100])
@@ -47,9 +49,7 @@ import torch
 
 from lazylab.device import block_elems
 from lazylab.kernels import ntk
-from lazylab.solve.spectral import GramSolver as GramSolver  # also importable from here
-from lazylab.solve.spectral import Spectrum
-from lazylab.solve.spectral import eigendecompose as eigendecompose  # also importable from here
+from lazylab.solve.spectral import GramSolver, Spectrum
 
 # float64 values per entry of a row block of H_inf in the block-wise path (the block and its
 # cosine scratch): block_elems(device) // 2 entries, 2^24 (128 MiB) on CPU (lazylab.device).

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lazylab.data.hierarchical import HierarchicalParity
+from lazylab.data import HierarchicalParity
 from lazylab.experiments.toolkit import sub_generator
 from lazylab.ids import paper_of
 from lazylab.kernels import ntk

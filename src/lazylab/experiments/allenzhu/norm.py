@@ -23,7 +23,8 @@ from typing import Any, ClassVar
 import torch
 from pydantic import Field, field_validator
 
-from lazylab.data.hierarchical import all_cube_points, allenzhu_parity6
+from lazylab.data import allenzhu_parity6
+from lazylab.data.hierarchical import all_cube_points
 from lazylab.data.samplers import hypercube
 from lazylab.errors import InputError
 from lazylab.experiments import register
