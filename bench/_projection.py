@@ -287,20 +287,20 @@ def counters():
 def gpu_paths():
     """Within: the code takes the paths it takes on a GPU where a CPU has its own, so that the
     counted operations are the GPU's (the packed trainers step their pack as one chunk,
-    :data:`lazylab.train.packed.CPU_CHUNK_ELEMENTS`, with one reduction per run of
-    equal-sized members, :data:`lazylab.train.packed.SEGMENT_SUMS`, and Nichani's Taylor-model
+    :data:`lazylab.train.packed._CPU_CHUNK_ELEMENTS`, with one reduction per run of
+    equal-sized members, :data:`lazylab.train.packed._SEGMENT_SUMS`, and Nichani's Taylor-model
     GD its hidden units at once, :data:`lazylab.train.nichani.gd.CPU_COLUMNS`; on a CPU they
     step cache-sized blocks, a few times the launches)."""
     from lazylab.train import packed
     from lazylab.train.nichani import gd
 
-    old = packed.CPU_CHUNK_ELEMENTS, gd.CPU_COLUMNS, packed.SEGMENT_SUMS
-    packed.CPU_CHUNK_ELEMENTS = gd.CPU_COLUMNS = None
-    packed.SEGMENT_SUMS = True
+    old = packed._CPU_CHUNK_ELEMENTS, gd.CPU_COLUMNS, packed._SEGMENT_SUMS
+    packed._CPU_CHUNK_ELEMENTS = gd.CPU_COLUMNS = None
+    packed._SEGMENT_SUMS = True
     try:
         yield
     finally:
-        packed.CPU_CHUNK_ELEMENTS, gd.CPU_COLUMNS, packed.SEGMENT_SUMS = old
+        packed._CPU_CHUNK_ELEMENTS, gd.CPU_COLUMNS, packed._SEGMENT_SUMS = old
 
 
 @contextlib.contextmanager

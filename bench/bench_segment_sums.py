@@ -4,7 +4,7 @@ Every lazylab run sets ``torch.use_deterministic_algorithms(True)``. On CUDA tha
 ``index_add`` into ``index_put_(accumulate=True)``, which sorts the row indices and adds each
 member's rows one after another; the packed trainers (:mod:`lazylab.train.packed`) sum their
 members' hidden units that way on a CPU, and on CUDA by one reduction per run of equal-sized
-members (:data:`lazylab.train.packed.SEGMENT_SUMS`). For two paper-shaped packs (d = 450,
+members (:data:`lazylab.train.packed._SEGMENT_SUMS`). For two paper-shaped packs (d = 450,
 batch 100) this prints the seconds a step takes both ways, deterministic mode on, on the
 device at hand, and their ratio:
 
@@ -49,12 +49,12 @@ def make_pack(sizes: list[int], device: torch.device) -> packed._Pack:
 
 
 def seconds_a_step(sizes: list[int], segment: bool, steps: int, device: torch.device) -> float:
-    old = packed.SEGMENT_SUMS
-    packed.SEGMENT_SUMS = segment
+    old = packed._SEGMENT_SUMS
+    packed._SEGMENT_SUMS = segment
     try:
         pack = make_pack(sizes, device)
     finally:
-        packed.SEGMENT_SUMS = old
+        packed._SEGMENT_SUMS = old
     g = torch.Generator(device=device).manual_seed(1)
     X = torch.randn(BATCH, D, generator=g, device=device)
     y = torch.randn(BATCH, generator=g, device=device)

@@ -112,7 +112,7 @@ def test_tf32_leaves_every_claim_verdict_of_the_capped_paper_scale_unchanged(exp
 @pytest.mark.parametrize("widths", [[180] * 4, [45, 45, 450, 450, 1200]])
 def test_packed_segment_sums_on_cuda_match_the_cpu_and_repeat(widths):
     """The packed step's per-member sums on CUDA (one reduction per run of equal sizes,
-    lazylab.train.packed.SEGMENT_SUMS) give the CPU's index_add results to float64 rounding
+    lazylab.train.packed._SEGMENT_SUMS) give the CPU's index_add results to float64 rounding
     and the same bits twice, deterministic algorithms on."""
     from lazylab.train import packed
 

@@ -357,7 +357,7 @@ def test_cost_guard(toy, tmp_path, monkeypatch):
     one_line_exit_2(cli("reproduce", "toy-mean", "--out", str(tmp_path)), "exceeds 1 h",
                     "--yes")
     assert not (tmp_path / "toy-mean").exists()
-    from lazylab.runner.policy import machine_memory
+    from lazylab.runner import machine_memory
 
     big = 4.0 * (machine_memory() or 2**40)
     monkeypatch.setattr(ToyMean, "cost", lambda self, p, scale="quick": (1.0, big))

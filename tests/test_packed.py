@@ -41,12 +41,12 @@ def chunked(request, monkeypatch):
     """The pack stepped whole, or in chunks of at most 9 hidden units (widths 2, 5, 9, 5,
     the 9 trained as D = 6 units (lazylab.train.rowspace) where the second layer is fixed:
     chunks [2, 5], [6 or 9], [5], after the divergence [2, 5], [6 or 9]; NT's 3, 6, 4:
-    [3, 6], [4]), or whole with the per-member sums a GPU takes (packed.SEGMENT_SUMS: one
+    [3, 6], [4]), or whole with the per-member sums a GPU takes (packed._SEGMENT_SUMS: one
     reduction per run of equal sizes, here runs of one member, and of three in the NaN test)."""
     if request.param == "sums":
-        monkeypatch.setattr(packed, "SEGMENT_SUMS", True)
+        monkeypatch.setattr(packed, "_SEGMENT_SUMS", True)
     elif request.param is not None:
-        monkeypatch.setattr(packed, "CPU_CHUNK_ELEMENTS", request.param * B)
+        monkeypatch.setattr(packed, "_CPU_CHUNK_ELEMENTS", request.param * B)
     return request.param
 
 
@@ -236,10 +236,10 @@ def test_a_packed_step_dispatches_the_same_few_operations_for_any_number_of_memb
 
 @pytest.mark.parametrize("kind", ["NN", "NN-both", "NT"])
 def test_segment_sums_dispatch_no_index_add_and_one_reduction_per_run(kind, monkeypatch):
-    """The GPU's per-member sums (packed.SEGMENT_SUMS): no index_add (CUDA's deterministic one
+    """The GPU's per-member sums (packed._SEGMENT_SUMS): no index_add (CUDA's deterministic one
     sorts and adds each member's rows serially) and one sum per run of equal sizes, whatever
     the members: widths 3, 3, 3, 5, 5 make two runs, as do 3, 5."""
-    monkeypatch.setattr(packed, "SEGMENT_SUMS", True)
+    monkeypatch.setattr(packed, "_SEGMENT_SUMS", True)
     for widths in ([3, 3, 3, 5, 5], [3, 5]):
         names = _second_step_ops(kind, widths)
         assert not [n for n in names if "index_add" in n or "index_put" in n], names
@@ -248,7 +248,7 @@ def test_segment_sums_dispatch_no_index_add_and_one_reduction_per_run(kind, monk
 
 @pytest.mark.parametrize("kind", ["nn", "nt"])
 def test_packed_rows_are_aligned_and_train_as_contiguous_rows(kind, monkeypatch):
-    """The pack's (P, d) matrices start every row on a 64-byte line (packed.ROW_ALIGN: d = 6
+    """The pack's (P, d) matrices start every row on a 64-byte line (packed._ROW_ALIGN: d = 6
     is stored 16 apart), and train as contiguous rows do, to rounding."""
     g = torch.Generator().manual_seed(5)
     W0 = [0.3 * torch.randn(n, D, generator=g, dtype=torch.float64) / math.sqrt(D)
@@ -267,7 +267,7 @@ def test_packed_rows_are_aligned_and_train_as_contiguous_rows(kind, monkeypatch)
                                  train_second=True, generator=torch.Generator().manual_seed(2),
                                  a0=[torch.zeros(len(w), dtype=torch.float64) for w in W0])
     aligned = run()
-    monkeypatch.setattr(packed, "ROW_ALIGN", None)
+    monkeypatch.setattr(packed, "_ROW_ALIGN", None)
     plain = run()
     for a, b in zip(aligned.W + aligned.a, plain.W + plain.a, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)

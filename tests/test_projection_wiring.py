@@ -156,7 +156,7 @@ def test_host_bound_compares_host_work_with_the_launches(monkeypatch, ops, host,
 
 def test_gpu_paths_count_the_one_chunk_pack(monkeypatch):
     """Under :func:`gpu_paths` a packed trainer steps its pack as one chunk on a CPU too (as on
-    a GPU), its per-member sums one reduction per run of equal sizes (packed.SEGMENT_SUMS, as
+    a GPU), its per-member sums one reduction per run of equal sizes (packed._SEGMENT_SUMS, as
     on a GPU): the operations counted are those of that step, fewer than the CPU's chunked
     step launches; the CPU's settings come back afterwards."""
     from lazylab.train import packed
@@ -176,16 +176,16 @@ def test_gpu_paths_count_the_one_chunk_pack(monkeypatch):
 
     from lazylab.train.nichani import gd
 
-    monkeypatch.setattr(packed, "CPU_CHUNK_ELEMENTS", 5 * 8)  # chunks [3], [5], [7]
+    monkeypatch.setattr(packed, "_CPU_CHUNK_ELEMENTS", 5 * 8)  # chunks [3], [5], [7]
     chunked = ops()
     cols = gd.CPU_COLUMNS
     with P.gpu_paths():
         one = ops()
         assert gd.CPU_COLUMNS is None  # Nichani's GD: every hidden unit at once
-    assert packed.CPU_CHUNK_ELEMENTS == 5 * 8 and gd.CPU_COLUMNS == cols is not None
-    assert packed.SEGMENT_SUMS is None
-    monkeypatch.setattr(packed, "CPU_CHUNK_ELEMENTS", 10**9)  # one chunk by size
-    monkeypatch.setattr(packed, "SEGMENT_SUMS", True)  # the GPU's per-member sums
+    assert packed._CPU_CHUNK_ELEMENTS == 5 * 8 and gd.CPU_COLUMNS == cols is not None
+    assert packed._SEGMENT_SUMS is None
+    monkeypatch.setattr(packed, "_CPU_CHUNK_ELEMENTS", 10**9)  # one chunk by size
+    monkeypatch.setattr(packed, "_SEGMENT_SUMS", True)  # the GPU's per-member sums
     assert one == ops() < chunked
 
 
@@ -316,9 +316,9 @@ def test_the_ratio_table_counts_a_gpus_operations(monkeypatch):
                                  generator=torch.Generator().manual_seed(1), check_every=0)
 
     dev = torch.device("cpu")
-    monkeypatch.setattr(packed, "CPU_CHUNK_ELEMENTS", 10**9)  # one chunk by size
+    monkeypatch.setattr(packed, "_CPU_CHUNK_ELEMENTS", 10**9)  # one chunk by size
     one = bps.measure(run, 3, dev, repeats=1)[0]
-    monkeypatch.setattr(packed, "CPU_CHUNK_ELEMENTS", 5 * 8)  # chunks [3], [5], [7]
+    monkeypatch.setattr(packed, "_CPU_CHUNK_ELEMENTS", 5 * 8)  # chunks [3], [5], [7]
     assert bps.measure(run, 3, dev, repeats=1)[0] == one
     with P.OpCounter() as oc:
         run(3)

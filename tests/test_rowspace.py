@@ -55,7 +55,7 @@ def test_quad_members_wider_than_d_train_as_d_units(chunk, monkeypatch):
     """Widths 3, 12, 40 at d = 5 (the last two reduced to 5 rows), a diverging step size too;
     the evaluation sees the full-width W."""
     if chunk is not None:
-        monkeypatch.setattr(packed, "CPU_CHUNK_ELEMENTS", chunk * B)
+        monkeypatch.setattr(packed, "_CPU_CHUNK_ELEMENTS", chunk * B)
     W0 = _init([3, 12, 40, 12])
     sizes = []
     real = packed._Pack.__init__

@@ -6,11 +6,12 @@ Layers (imports go downward only): ``data`` -> nn math (``activations``, ``kerne
 
 The public names live in the packages' ``__init__`` modules: :mod:`lazylab.data`,
 :mod:`lazylab.duals`, :mod:`lazylab.kernels`, :mod:`lazylab.models`, :mod:`lazylab.train`,
-:mod:`lazylab.solve`, :mod:`lazylab.theory`, :mod:`lazylab.experiments`, :mod:`lazylab.runner`,
-and :mod:`lazylab.estimators`; this package's ``__all__`` adds the names of its top-level
-modules (errors, activations, seeding, devices, the store, the report, the paper table and the
-plugin checks of :mod:`lazylab.testing`). They are imported on first use, so ``import lazylab``
-stays light (no torch).
+:mod:`lazylab.solve`, :mod:`lazylab.theory`, :mod:`lazylab.experiments` and
+:mod:`lazylab.runner`; this package's ``__all__`` adds the names of its top-level modules
+(errors, activations, seeding, devices, the store, the report, the paper table, the plugin
+checks of :mod:`lazylab.testing` and the scikit-learn estimators of :mod:`lazylab.estimators`).
+They are imported on first use, so ``import lazylab`` stays light (no torch). The command line
+is ``lazylab.cli.main``.
 
 Importing lazylab before torch sets ``OMP_WAIT_POLICY=PASSIVE`` unless it is set already:
 torch's OpenMP threads then sleep between parallel regions instead of spinning. lazylab's
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
         StoreFault,
         UnitFailed,
     )
+    from lazylab.estimators import KernelRegressor, RandomFeaturesRegressor
     from lazylab.ids import PAPERS, Paper
     from lazylab.report import rebuild, write_report
     from lazylab.seeding import canonical_key, derive_seed, numpy_rng, torch_generator
@@ -58,6 +60,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "lazylab.report": ("rebuild", "write_report"),
     "lazylab.ids": ("PAPERS", "Paper"),
     "lazylab.testing": ("check_experiment", "experiment_checks"),
+    "lazylab.estimators": ("KernelRegressor", "RandomFeaturesRegressor"),
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 
@@ -79,6 +82,8 @@ __all__ = [
     "PAPERS", "Paper",
     # checks of an experiment plugin (lazylab.testing)
     "check_experiment", "experiment_checks",
+    # scikit-learn estimators (lazylab.estimators)
+    "KernelRegressor", "RandomFeaturesRegressor",
 ]
 
 

@@ -51,8 +51,6 @@ if TYPE_CHECKING:  # imported lazily (they import torch)
     from lazylab.runner import ExecutionPolicy, RunOutcome, RunSpec, WorkUnit
     from lazylab.store import Store
 
-__all__ = ["app", "main", "parse_assignments", "select_experiments"]
-
 SCALES = ("quick", "paper")
 DEVICES = ("auto", "cpu", "cuda")
 

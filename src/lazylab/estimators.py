@@ -46,8 +46,6 @@ from lazylab.solve import kernel_regression, lstsq
 from lazylab.solve.direct import kernel_ridge
 from lazylab.solve.kernel_solver import check_kernel_finite, default_bandwidth, make_kernel
 
-__all__ = ["RandomFeaturesRegressor", "KernelRegressor"]
-
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 # Constraints shared by the regressors (sklearn's ``_parameter_constraints``).

@@ -7,13 +7,110 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lazylab.experiments.base import Claim, Experiment, Results
+from lazylab.experiments.base import (
+    COLUMNS,
+    Claim,
+    Experiment,
+    ExperimentParams,
+    Results,
+    Series,
+    Statement,
+    row,
+    worst_at,
+)
+from lazylab.experiments.code_identity import (
+    LAZYLAB_ROOT,
+    code_version,
+    describe_code_change,
+    package_root,
+    source_hashes,
+)
+from lazylab.experiments.cost import (
+    CONFIRM_SECONDS,
+    PROCESS_BYTES,
+    Estimate,
+    anchor,
+    check_cost,
+    device_bytes,
+    estimate,
+    grid_of,
+    known_grid,
+    scaled_cost,
+    seed_cost,
+    size_of,
+    unit_count_seconds,
+)
+from lazylab.experiments.grid_check import check_scales, check_unit_keys, duplicate_unit_keys
+from lazylab.experiments.style import (
+    ASYMPTOTIC,
+    FINITE_D,
+    bayes_line,
+    display_label,
+    finish,
+    legend_handles,
+    limit_line,
+    method_color,
+    method_marker,
+    new_figure,
+    series_line,
+    series_points,
+    sim_points,
+    theory_line,
+    width_axis,
+)
+from lazylab.experiments.toolkit import (
+    K_SE,
+    NO_COMPETING_LAW,
+    Check,
+    GridSearchResult,
+    SlopeFit,
+    SlopeRecord,
+    SmallestN,
+    all_of,
+    crossing,
+    default_resolution,
+    grid_search,
+    joint_claim,
+    k_eff,
+    level_claim,
+    loglog_fit,
+    match_claim,
+    recorded_slopes,
+    series_match_claim,
+    series_slope_claim,
+    slope_claim,
+    smallest_n,
+    smallest_n_chunked,
+    sub_generator,
+    unresolved,
+)
 from lazylab.ids import PAPERS as _PAPER_TABLE
 
 __all__ = [
+    # the registry and plugins
     "ENTRY_POINT_GROUP", "REGISTRY", "PAPERS", "register", "get_experiment", "all_experiments",
     "plugin_entry_points", "check_targets", "refused_plugins", "PluginWarning", "REFUSED",
-    "Claim", "Experiment", "Results",
+    # the experiment contract: parameters, results, claims (experiments.base)
+    "Claim", "Experiment", "ExperimentParams", "Results", "Series", "Statement", "COLUMNS", "row",
+    "worst_at",
+    # claim builders and shared tools (experiments.toolkit)
+    "K_SE", "NO_COMPETING_LAW", "all_of", "GridSearchResult", "SlopeFit", "SlopeRecord",
+    "SmallestN", "Check", "crossing", "default_resolution", "grid_search", "joint_claim", "k_eff",
+    "level_claim", "loglog_fit", "match_claim", "recorded_slopes", "series_match_claim",
+    "series_slope_claim", "slope_claim", "smallest_n", "smallest_n_chunked", "sub_generator",
+    "unresolved",
+    # the cost model and guard (experiments.cost)
+    "CONFIRM_SECONDS", "PROCESS_BYTES", "Estimate", "anchor", "check_cost", "device_bytes",
+    "estimate", "grid_of", "known_grid", "scaled_cost", "seed_cost", "size_of",
+    "unit_count_seconds",
+    # figure style shared by the experiments (experiments.style)
+    "ASYMPTOTIC", "FINITE_D", "new_figure", "method_color", "method_marker", "display_label",
+    "theory_line", "sim_points", "limit_line", "bayes_line", "width_axis", "finish",
+    "legend_handles", "series_points", "series_line",
+    # checks of an experiment's grid of units (experiments.grid_check)
+    "check_scales", "check_unit_keys", "duplicate_unit_keys",
+    # the code a stored unit was computed by (experiments.code_identity)
+    "LAZYLAB_ROOT", "code_version", "describe_code_change", "package_root", "source_hashes",
 ]
 
 REGISTRY: dict[str, Experiment] = {}

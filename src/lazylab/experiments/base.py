@@ -65,18 +65,6 @@ from pydantic import BaseModel, ConfigDict
 
 from lazylab.experiments.cost import scaled_cost
 
-__all__ = [
-    "COLUMNS",
-    "Claim",
-    "Experiment",
-    "ExperimentParams",
-    "Results",
-    "Series",
-    "Statement",
-    "row",
-    "worst_at",
-]
-
 #: Columns of ``results.csv``, in order; facet columns follow, sorted by name.
 COLUMNS = ("method", "kind", "x_name", "x", "seed", "metric", "value")
 

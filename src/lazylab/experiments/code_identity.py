@@ -21,9 +21,6 @@ import json
 import sys
 from pathlib import Path
 
-__all__ = ["LAZYLAB_ROOT", "code_identity", "code_version", "describe_code_change",
-           "package_root", "source_hashes"]
-
 #: The lazylab package directory whose ``.py`` files are hashed.
 LAZYLAB_ROOT = Path(__file__).resolve().parent.parent
 

@@ -39,10 +39,6 @@ from lazylab.machine import machine_memory
 if TYPE_CHECKING:
     from lazylab.experiments.base import Experiment, ExperimentParams
 
-__all__ = ["CONFIRM_SECONDS", "PROCESS_BYTES", "Estimate", "anchor", "check_cost",
-           "device_bytes", "estimate", "grid_of", "known_grid", "scaled_cost", "seed_cost",
-           "size_of", "unit_count_seconds"]
-
 #: Runs estimated longer than this need ``--yes``.
 CONFIRM_SECONDS = 3600.0
 

@@ -18,9 +18,6 @@ from lazylab.seeding import canonical_key
 if TYPE_CHECKING:
     from lazylab.experiments.base import Experiment
 
-__all__ = ["check_scales", "check_unit_keys", "duplicate_unit_keys"]
-
-
 def duplicate_unit_keys(keys: Iterable[dict[str, Any]]) -> list[str]:
     """The canonical keys (sorted-key JSON) that occur more than once, in first-repeat order.
 

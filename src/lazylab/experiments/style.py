@@ -38,12 +38,6 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-__all__ = [
-    "ASYMPTOTIC", "FINITE_D", "new_figure", "method_color", "method_marker", "display_label",
-    "theory_line", "sim_points", "limit_line", "bayes_line", "width_axis", "finish",
-    "legend_handles", "series_points", "series_line",
-]
-
 # A colour-blind-safe cycle (Okabe-Ito); named methods get fixed entries so a method has the
 # same colour in every figure.
 _PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442",

@@ -36,33 +36,6 @@ from lazylab.experiments.base import Claim, Results, Series, Statement, passes, 
 from lazylab.seeding import derive_seed, torch_generator
 from lazylab.train import TrainingDiverged
 
-__all__ = [
-    "K_SE",
-    "NO_COMPETING_LAW",
-    "all_of",
-    "GridSearchResult",
-    "SlopeFit",
-    "SlopeRecord",
-    "SmallestN",
-    "Check",
-    "crossing",
-    "default_resolution",
-    "grid_search",
-    "joint_claim",
-    "k_eff",
-    "level_claim",
-    "loglog_fit",
-    "match_claim",
-    "recorded_slopes",
-    "series_match_claim",
-    "series_slope_claim",
-    "slope_claim",
-    "smallest_n",
-    "smallest_n_chunked",
-    "sub_generator",
-    "unresolved",
-]
-
 #: Standard errors allowed in every statistical comparison (about 0.3% two-sided false alarms
 #: per Gaussian comparison).
 K_SE = 3.0

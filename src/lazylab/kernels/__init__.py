@@ -29,8 +29,14 @@ from lazylab.duals import (
 )
 from lazylab.kernels.closed_form import derivative_kernel, nngp, ntk
 from lazylab.kernels.deep import DeepKernel
-from lazylab.kernels.empirical import EntkInfo, empirical_ntk, trained_names
+from lazylab.kernels.empirical import (
+    coactivation_path,
+    empirical_ntk,
+    set_coactivation_path,
+    trained_names,
+)
 from lazylab.kernels.empirical_kernel import EmpiricalKernel
+from lazylab.kernels.entk_methods import EntkInfo
 from lazylab.kernels.gaussian import gaussian_kernel
 from lazylab.kernels.implicit import NTKOperator
 from lazylab.kernels.protocol import ClosedFormKernel, Kernel, kernel_object
@@ -47,6 +53,7 @@ __all__ = [
     "gaussian_kernel",
     # finite-width (empirical) tangent kernels
     "EmpiricalKernel", "EntkInfo", "NTKOperator", "empirical_ntk", "trained_names",
+    "coactivation_path", "set_coactivation_path",
     # building blocks: dual kernels (from lazylab.duals) and Gaussian quadrature
     "arccos_j", "erf_dual", "gaussian_expectation", "gaussian_moment", "poly_dual",
     "relu_power_nngp", "relu_power_ntk", "sin_dual",

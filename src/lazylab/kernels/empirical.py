@@ -59,9 +59,6 @@ from lazylab.kernels.entk_methods import (
 from lazylab.models.groups import GROUP_NAMES, HasParamGroups, group_param_names, is_group_name
 from lazylab.models.two_layer import TwoLayerNet
 
-__all__ = ["empirical_ntk", "trained_names", "coactivation_path", "set_coactivation_path",
-           "EntkInfo"]
-
 _STRUCTURED = frozenset({"W", "a", "c"})
 # Default bound on the elements of the largest intermediate (Jacobian chunk or activation
 # block) on CPU: block_elems(cpu) = 2^25 float64 values = 256 MiB (lazylab.device).

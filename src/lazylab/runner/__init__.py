@@ -31,27 +31,160 @@ Errors live in :mod:`lazylab.errors` (re-exported here for compatibility).
 from __future__ import annotations
 
 from lazylab.errors import DataNotFound, InputError, LazylabError, StoreFault, UnitFailed
-from lazylab.runner.backends import backend_names, check_backend, execute, make_backend
-from lazylab.runner.lock import RunLock
+from lazylab.machine import machine_memory
+from lazylab.runner.address import check_address
+from lazylab.runner.assemble import (
+    Assembly,
+    collect_rows,
+    draw_figure,
+    finish_experiment,
+    non_finite_summary,
+    rebuild,
+    theory_rows,
+)
+from lazylab.runner.backends import (
+    backend_names,
+    check_backend,
+    execute,
+    make_backend,
+    make_job,
+    register_backend,
+)
+from lazylab.runner.gpu_share import MIN_RESERVE, USABLE, ledger_dir, reserve
+from lazylab.runner.job import Backend, Clock, Done, Job, Result, call_group, failure, group_done
+from lazylab.runner.lock import RunLock, is_held, lock_path
+from lazylab.runner.manifest import (
+    MANIFEST_PATH,
+    build_manifest,
+    build_papers,
+    builtin,
+    check_assignments,
+    check_value,
+    load_manifest,
+    load_papers,
+    write_manifest,
+)
 from lazylab.runner.many import RunSummary, run_many
 from lazylab.runner.orchestrate import (
     ProgressSink,
     RunOutcome,
     check_resume,
     check_start,
+    clock_for,
     describe_changes,
     run_experiment,
 )
-from lazylab.runner.params import SEEDS_MAX, coerce, describe_validation_error, resolve_spec
-from lazylab.runner.policy import ExecutionPolicy, check_precision, default_threads
-from lazylab.runner.spec import RunSpec, WorkGroup, WorkUnit, plan_groups, plan_units
+from lazylab.runner.outputs import (
+    OUTPUT_FILES,
+    atomic_write,
+    experiment_dirs,
+    plain_log_ticks,
+    read_results,
+    save_figure,
+    temp_path,
+    write_json,
+    write_results_csv,
+)
+from lazylab.runner.params import (
+    SEEDS_MAX,
+    check_keys,
+    check_seeds,
+    coerce,
+    describe_validation_error,
+    resolve_spec,
+)
+from lazylab.runner.policy import (
+    CUBLAS_WORKSPACE,
+    PRECISIONS,
+    ExecutionPolicy,
+    check_precision,
+    default_threads,
+    limit_blas,
+)
+from lazylab.runner.pool import PoolBackend
+from lazylab.runner.preflight import check_can_start, check_output_paths, check_resume_policy
+from lazylab.runner.provenance import (
+    command_line,
+    environment,
+    git_revision,
+    policy_flags,
+    reproduce_command,
+    resume_policy_advice,
+)
+from lazylab.runner.ray_backend import (
+    CONNECT_SECONDS,
+    MAX_RETRIES,
+    PROBE_SECONDS,
+    RayBackend,
+    resources_for,
+)
+from lazylab.runner.rows import Rows, tidy_rows
+from lazylab.runner.schemas import (
+    CLAIMS,
+    MAX_BYTES,
+    MAX_DEPTH,
+    ClaimRecord,
+    ConfigFile,
+    JsonFileError,
+    PolicyRecord,
+    RobustnessFile,
+    read_checked,
+)
+from lazylab.runner.serial import SerialBackend
+from lazylab.runner.spec import (
+    IDENTITY_PACKAGES,
+    RunSpec,
+    WorkGroup,
+    WorkUnit,
+    package_versions,
+    plan_groups,
+    plan_units,
+)
 
 __all__ = [
-    "SEEDS_MAX", "DataNotFound", "ExecutionPolicy", "InputError",
-    "LazylabError", "ProgressSink", "RunLock", "RunOutcome", "RunSpec", "RunSummary",
-    "StoreFault", "UnitFailed", "WorkGroup", "WorkUnit", "backend_names", "check_backend",
-    "check_precision", "check_resume", "check_start",
-    "coerce", "default_threads", "describe_changes", "describe_validation_error",
-    "execute", "make_backend", "plan_groups", "plan_units", "resolve_spec", "run_experiment",
-    "run_many",
+    # errors (lazylab.errors, re-exported)
+    "DataNotFound", "InputError", "LazylabError", "StoreFault", "UnitFailed",
+    # what to run and its units (runner.spec)
+    "IDENTITY_PACKAGES", "RunSpec", "WorkGroup", "WorkUnit", "package_versions", "plan_groups",
+    "plan_units",
+    # --set values, validation and the resolved spec (runner.params)
+    "SEEDS_MAX", "check_keys", "check_seeds", "coerce", "describe_validation_error",
+    "resolve_spec",
+    # the execution policy (runner.policy)
+    "CUBLAS_WORKSPACE", "PRECISIONS", "ExecutionPolicy", "check_precision", "default_threads",
+    "limit_blas", "machine_memory",
+    # the backend protocol (runner.job)
+    "Backend", "Clock", "Done", "Job", "Result", "call_group", "failure", "group_done",
+    # backends (runner.serial, runner.pool, runner.ray_backend, runner.backends)
+    "SerialBackend", "PoolBackend", "CONNECT_SECONDS", "MAX_RETRIES", "PROBE_SECONDS",
+    "RayBackend", "resources_for", "backend_names", "check_backend", "execute",
+    "make_backend", "make_job", "register_backend",
+    # GPU memory shared between workers (runner.gpu_share)
+    "MIN_RESERVE", "USABLE", "ledger_dir", "reserve",
+    # cluster addresses (runner.address)
+    "check_address",
+    # the output-folder lock (runner.lock)
+    "RunLock", "is_held", "lock_path",
+    # checks before any unit computes (runner.preflight)
+    "check_can_start", "check_output_paths", "check_resume_policy",
+    # one experiment end to end (runner.orchestrate)
+    "ProgressSink", "RunOutcome", "check_resume", "check_start", "clock_for", "describe_changes",
+    "run_experiment",
+    # several experiments into one folder (runner.many)
+    "RunSummary", "run_many",
+    # results, claims and figure from stored units (runner.rows, runner.assemble)
+    "Rows", "tidy_rows", "Assembly", "collect_rows", "draw_figure",
+    "finish_experiment", "non_finite_summary", "rebuild", "theory_rows",
+    # output files, written atomically (runner.outputs)
+    "OUTPUT_FILES", "atomic_write", "experiment_dirs", "plain_log_ticks", "read_results",
+    "save_figure", "temp_path", "write_json", "write_results_csv",
+    # the JSON files a run writes and reads back (runner.schemas)
+    "CLAIMS", "MAX_BYTES", "MAX_DEPTH", "ClaimRecord", "ConfigFile", "JsonFileError",
+    "PolicyRecord", "RobustnessFile", "read_checked",
+    # the parameter manifest (runner.manifest)
+    "MANIFEST_PATH", "build_manifest", "build_papers", "builtin", "check_assignments",
+    "check_value", "load_manifest", "load_papers", "write_manifest",
+    # what a run records about its environment (runner.provenance)
+    "command_line", "environment", "git_revision", "policy_flags", "reproduce_command",
+    "resume_policy_advice",
 ]

@@ -8,8 +8,6 @@ import re
 
 from lazylab.errors import InputError
 
-__all__ = ["check_address"]
-
 #: A host name (RFC 1123 labels), an IPv4 address or a bracketed IPv6 address, then a port.
 _HOST_PORT = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252}))"
                         r":(?P<port>\d{1,5})")

@@ -34,9 +34,6 @@ from lazylab.store import STORE_NAME, Store
 if TYPE_CHECKING:
     from lazylab.experiments.base import Claim, Experiment, ExperimentParams, Results
 
-__all__ = ["Assembly", "assemble", "collect_rows", "draw_figure", "finish_experiment",
-           "non_finite_summary", "rebuild", "theory_rows", "tidy_rows"]
-
 #: Series named in :func:`non_finite_summary` before the rest are only counted.
 _SERIES_SHOWN = 10
 

@@ -14,9 +14,6 @@ from lazylab.errors import InputError
 from lazylab.runner.job import Backend, Clock, Done, Job
 from lazylab.runner.spec import RunSpec, WorkGroup
 
-__all__ = ["backend_names", "check_backend", "execute", "make_backend", "make_job",
-           "register_backend"]
-
 #: A backend's factory: (workers, Ray address, number of pending groups or None) -> Backend.
 Factory = Callable[[int, str | None, int | None], Backend]
 

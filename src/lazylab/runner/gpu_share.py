@@ -25,8 +25,6 @@ from pathlib import Path
 
 from lazylab.errors import InputError
 
-__all__ = ["MIN_RESERVE", "USABLE", "ledger_dir", "reserve"]
-
 #: The least a run reserves per worker process (bytes).
 MIN_RESERVE = 2**30
 #: The share of the card's memory that reservations may fill (allocator fragmentation).

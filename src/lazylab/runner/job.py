@@ -25,9 +25,6 @@ from lazylab.runner.spec import WorkGroup, WorkUnit
 if TYPE_CHECKING:
     from lazylab.experiments.base import Experiment, ExperimentParams
 
-__all__ = ["Backend", "Clock", "Done", "Job", "Result", "call_group", "failure",
-           "group_done"]
-
 #: (status, payload, seconds, detail): status "ok" with rows, "missing" (a data file was not
 #: found) or "error" with a message; detail is the traceback text.
 Result = tuple[str, Any, float, str | None]

@@ -20,8 +20,6 @@ from types import TracebackType
 
 from lazylab.errors import InputError
 
-__all__ = ["RunLock", "is_held", "lock_path"]
-
 
 def lock_path(out_dir: Path, exp_id: str) -> Path:
     """The lock file of experiment ``exp_id`` in ``out_dir``; InputError for an id that is not

@@ -39,9 +39,6 @@ from lazylab.errors import InputError
 if TYPE_CHECKING:
     from lazylab.experiments.base import Experiment
 
-__all__ = ["MANIFEST_PATH", "build_manifest", "build_papers", "builtin", "check_assignments",
-           "check_value", "load_manifest", "load_papers", "write_manifest"]
-
 #: The generated manifest (package data).
 MANIFEST_PATH = Path(__file__).with_name("param_manifest.json")
 

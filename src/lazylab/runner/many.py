@@ -23,9 +23,6 @@ from lazylab.runner.spec import RunSpec, WorkUnit
 if TYPE_CHECKING:
     from lazylab.store import Store
 
-__all__ = ["RunSummary", "run_many"]
-
-
 @dataclass
 class RunSummary:
     """What :func:`run_many` produced, in the order the experiments ran."""

@@ -40,10 +40,6 @@ if TYPE_CHECKING:
     from lazylab.experiments.base import Claim
     from lazylab.store import Store
 
-__all__ = ["ProgressSink", "RunOutcome", "check_resume", "check_start", "clock_for",
-           "describe_changes", "run_experiment"]
-
-
 class ProgressSink(Protocol):
     """Receives progress events (the CLI draws a progress bar from them)."""
 

@@ -25,9 +25,6 @@ from lazylab.errors import StoreFault
 if TYPE_CHECKING:
     from lazylab.experiments.base import Results
 
-__all__ = ["OUTPUT_FILES", "atomic_write", "experiment_dirs", "plain_log_ticks", "read_results",
-           "save_figure", "temp_path", "write_json", "write_results_csv"]
-
 #: Per-experiment outputs that a fresh run replaces (config.json is rewritten separately).
 OUTPUT_FILES = ("results.csv", "claims.json", "{id}.png", "{id}.svg")
 

@@ -33,9 +33,6 @@ if TYPE_CHECKING:
 
     from lazylab.experiments.base import Experiment, ExperimentParams
 
-__all__ = ["SEEDS_MAX", "check_keys", "check_seeds", "coerce", "describe_validation_error",
-           "resolve_spec"]
-
 #: The most seeds per unit a run accepts (a sane cap: 10^4 seeds of the smallest grid already
 #: take hours; a crafted config.json with more is refused instead of hanging).
 SEEDS_MAX = 10_000

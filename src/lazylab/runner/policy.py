@@ -19,10 +19,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lazylab.errors import InputError
-from lazylab.machine import machine_memory
-
-__all__ = ["CUBLAS_WORKSPACE", "PRECISIONS", "ExecutionPolicy", "check_precision",
-           "default_threads", "limit_blas", "machine_memory"]
 
 #: cuBLAS needs a fixed workspace for deterministic GEMMs (CUDA docs, "Results reproducibility").
 CUBLAS_WORKSPACE = ":4096:8"

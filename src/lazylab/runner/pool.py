@@ -27,8 +27,6 @@ from lazylab.runner.spec import WorkGroup
 if TYPE_CHECKING:
     from lazylab.experiments.base import Experiment
 
-__all__ = ["PoolBackend"]
-
 # Worker state, set once per worker by _init.
 _W: dict[str, Any] = {}
 

@@ -22,9 +22,6 @@ from lazylab.runner.spec import RunSpec, plan_units
 if TYPE_CHECKING:
     from lazylab.store import Store
 
-__all__ = ["check_can_start", "check_output_paths", "check_resume_policy"]
-
-
 def check_can_start(store: Store, specs: Sequence[RunSpec], out: Path, *, resume: bool,
                     fresh: bool) -> None:
     """The output paths of every experiment (:func:`check_output_paths`), then for each its

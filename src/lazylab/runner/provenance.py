@@ -11,9 +11,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["command_line", "environment", "git_revision", "policy_flags", "reproduce_command",
-           "resume_policy_advice"]
-
 
 def environment() -> dict[str, Any]:
     """Package versions and the git revision of the lazylab source tree."""

@@ -38,9 +38,6 @@ from lazylab.runner.spec import WorkGroup
 if TYPE_CHECKING:
     from lazylab.experiments.base import Experiment
 
-__all__ = ["CONNECT_SECONDS", "MAX_RETRIES", "PROBE_SECONDS", "RayBackend", "preflight",
-           "resources_for"]
-
 #: Times Ray re-runs a task whose worker process or node died.
 MAX_RETRIES = 3
 

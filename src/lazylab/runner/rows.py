@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Rows", "tidy_rows"]
-
 _REQUIRED = ("method", "x_name", "x", "metric", "value")
 
 Rows = list[dict[str, Any]]

@@ -21,9 +21,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, field_validator
 
-__all__ = ["CLAIMS", "MAX_BYTES", "MAX_DEPTH", "ClaimRecord", "ConfigFile", "JsonFileError",
-           "PolicyRecord", "RobustnessFile", "read_checked"]
-
 #: Deepest nesting of arrays and objects accepted (lazylab writes at most 4 levels).
 MAX_DEPTH = 32
 #: Largest file read (bytes).

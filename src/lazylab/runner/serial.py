@@ -12,9 +12,6 @@ from lazylab.runner.spec import WorkGroup
 if TYPE_CHECKING:
     from lazylab.experiments.base import Experiment
 
-__all__ = ["SerialBackend"]
-
-
 class SerialBackend:
     """Run each group in this process, in canonical order, while the deadline allows."""
 

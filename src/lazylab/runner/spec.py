@@ -26,9 +26,6 @@ if TYPE_CHECKING:
 
     from lazylab.experiments.base import Experiment, ExperimentParams
 
-__all__ = ["IDENTITY_PACKAGES", "RunSpec", "WorkGroup", "WorkUnit", "package_versions",
-           "plan_groups", "plan_units"]
-
 #: Packages whose versions are part of the identity of stored units.
 IDENTITY_PACKAGES = ("lazylab", "torch", "numpy")
 

@@ -14,9 +14,16 @@ All functions work on the device and in the dtype of their tensor inputs.
 from lazylab.solve.cg import CGInfo, kernel_ridge_cg
 from lazylab.solve.direct import kernel_ridge, lstsq
 from lazylab.solve.kernel_solver import (
+    KERNELS,
+    WARN_SECONDS,
     BlockedKernel,
     KernelRegression,
+    NystromPreconditioner,
+    check_kernel_finite,
+    default_bandwidth,
     kernel_regression,
+    make_kernel,
+    seeded_generator,
 )
 from lazylab.solve.normal_equations import NormalEquations
 from lazylab.solve.nt_least_squares import NTLeastSquares, nt_least_squares
@@ -31,6 +38,9 @@ __all__ = [
     # at scale: kernels and operators never stored, streamed normal equations
     "kernel_regression", "KernelRegression", "BlockedKernel", "operator_regression",
     "nt_least_squares", "NTLeastSquares", "NormalEquations",
+    # the kernels and preconditioner behind kernel_regression
+    "KERNELS", "make_kernel", "default_bandwidth", "check_kernel_finite", "NystromPreconditioner",
+    "seeded_generator", "WARN_SECONDS",
     # spectral helpers
     "GramSolver", "Spectrum", "eigendecompose", "span_complement",
 ]

@@ -60,10 +60,6 @@ from lazylab.solve._linalg import as_matrix, check_ridge
 from lazylab.solve.cg import CGInfo, kernel_ridge_cg
 from lazylab.solve.progress import ProgressLog, estimate_cg_cost
 
-__all__ = ["BlockedKernel", "NystromPreconditioner", "KernelRegression", "kernel_regression",
-           "make_kernel", "check_kernel_finite", "default_bandwidth", "seeded_generator",
-           "KERNELS", "WARN_SECONDS"]
-
 KernelFn = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 #: The kernel names (the keys of :data:`lazylab.kernels.protocol.KERNEL_REGISTRY`).
 KERNELS = tuple(KERNEL_REGISTRY)

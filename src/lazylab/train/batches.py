@@ -8,8 +8,6 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["Batch", "Sampler", "Batches", "steps_per_epoch"]
-
 Batch = tuple[torch.Tensor, torch.Tensor]
 Sampler = Callable[[int, torch.Generator], Batch]
 

@@ -24,9 +24,6 @@ from typing import Any
 
 import torch
 
-__all__ = ["ENV", "GRAPH", "MIN_STEPS", "PROBES", "Probe", "capture", "capture_works", "enabled",
-           "fell_back", "register_probe", "same", "timed"]
-
 #: Environment switch: "0" runs every loop eagerly.
 ENV = "LAZYLAB_CAPTURE"
 #: Loops shorter than this run eagerly (capture and warm-up cost about as much as this many

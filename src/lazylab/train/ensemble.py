@@ -51,8 +51,6 @@ from lazylab.train import capture as cg
 from lazylab.train.fused_update import momentum_update_
 from lazylab.train.meter import loop_steps
 
-__all__ = ["GridRun", "decade_grid", "train_grid", "best_index"]
-
 #: Elements of one hidden activation of every configuration during :meth:`GridRun.predict`
 #: (2^25: 128 MiB in float32). At the paper's m = 10^4 with 75 configurations, 5000 rows at
 #: once would be 15 GB per activation.

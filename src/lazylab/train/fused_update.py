@@ -34,8 +34,6 @@ from functools import cache
 
 import torch
 
-__all__ = ["ENV", "fused_works", "momentum_update_", "triton_launcher"]
-
 #: Environment switch: "0" keeps the two operations on every device.
 ENV = "LAZYLAB_FUSED_UPDATE"
 #: Elements per Triton program.

@@ -7,8 +7,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["History", "TrainingDiverged", "log_spaced_steps"]
-
 
 @dataclass
 class History:

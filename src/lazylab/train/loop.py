@@ -46,14 +46,12 @@ import torch
 from torch import nn
 
 from lazylab.models.groups import is_group_name, param_group
-from lazylab.train.batches import Batch, Batches, Sampler, steps_per_epoch
+from lazylab.train.batches import Batch, Batches, Sampler
 from lazylab.train.history import History, TrainingDiverged, log_spaced_steps
 from lazylab.train.losses import LossFn, get_loss
 from lazylab.train.meter import evaluation, loop_steps, sampled_blocks
 from lazylab.train.schedules import Schedule
 from lazylab.train.step import ParamGroup, SGDStep
-
-__all__ = ["fit", "steps_per_epoch"]
 
 ParamSpec = torch.Tensor | str | Mapping[str, Any]
 OPTIMIZERS = ("gd", "sgd", "one_pass")

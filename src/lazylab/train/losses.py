@@ -20,8 +20,6 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-__all__ = ["LOSSES", "LossFn", "get_loss", "mse", "half_mse", "half_sse", "logistic"]
-
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 

@@ -48,10 +48,6 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["Segment", "StepMeter", "capped", "evaluation", "extrapolate", "loop_steps",
-           "per_evaluation", "per_step", "sampled_blocks"]
-
-
 @dataclass
 class Segment:
     """One training loop of a capped run: steps requested and run, probe readings at its start

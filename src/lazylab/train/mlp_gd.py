@@ -30,8 +30,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["gd_relu_mlp", "gd_relu_mlps"]
-
 _RELU_BACKWARD = torch.ops.aten.threshold_backward.default
 
 

@@ -16,9 +16,9 @@ share one stream of samples and their hidden units are concatenated into one (P,
 P = sum_j N_j: a step of all of them is two (NT: three) GEMMs and a few elementwise
 operations, whatever G is. Each member's output is a per-block sum, never a product with a
 0/1 matrix, so a member that overflows leaves NaNs in its own block only: ``index_add`` on a
-CPU; on a GPU one reduction per run of equal-sized members (:data:`SEGMENT_SUMS`), since
+CPU; on a GPU one reduction per run of equal-sized members (:data:`_SEGMENT_SUMS`), since
 CUDA's deterministic ``index_add`` accumulates each member's rows one after another.
-On a CPU the step runs over chunks of whole members (:data:`CPU_CHUNK_ELEMENTS`), so that its
+On a CPU the step runs over chunks of whole members (:data:`_CPU_CHUNK_ELEMENTS`), so that its
 (rows, B) temporaries stay in cache; on a GPU the pack is one chunk. A member wider than d
 whose second layer is fixed trains as its exact d-unit equivalent
 (:mod:`lazylab.train.rowspace`; ``rowspace=False`` keeps every unit), and comes back at its
@@ -66,9 +66,6 @@ from lazylab.train import capture as cg
 from lazylab.train.meter import evaluation, loop_steps
 from lazylab.train.rowspace import RowSpace, reduce_rows
 
-__all__ = ["CPU_CHUNK_ELEMENTS", "ROW_ALIGN", "SEGMENT_SUMS", "PackedQuadResult", "aligned_rows",
-           "chunk_bounds", "train_packed_nt", "train_packed_quad"]
-
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
 #: eval_fn(member index j, (first, second, c_j)) -> float: NN (W_j, a_j, c_j), NT (W_j, U_j, c_j).
 EvalFn = Callable[[int, tuple[torch.Tensor, torch.Tensor, float]], float]
@@ -104,20 +101,20 @@ class PackedQuadResult:
 #: a quiet machine, a quarter beside another job (``bench/bench_paper_scale.py --part ratios``).
 #: On a GPU the pack is one chunk: there a step is bound by its launches. None: one chunk on a
 #: CPU as well (``bench_paper_scale.py`` counts a GPU's operations that way).
-CPU_CHUNK_ELEMENTS: int | None = 2 ** 21
+_CPU_CHUNK_ELEMENTS: int | None = 2 ** 21
 #: Per-member sums as one reduction per run of consecutive equal-sized members (a (k, N, B)
 #: view summed over N) instead of one ``index_add``. Under ``torch.use_deterministic_algorithms``
 #: (every lazylab run) CUDA's ``index_add`` becomes ``index_put_(accumulate=True)``, which sorts
 #: the row indices and adds each member's rows serially: with members of up to 4500 rows the
 #: mixture width grid's step is bound by that serial sum (``bench/bench_segment_sums.py``).
 #: None: on CUDA devices only (a CPU's ``index_add`` is deterministic and one pass).
-SEGMENT_SUMS: bool | None = None
+_SEGMENT_SUMS: bool | None = None
 #: Row stride of a pack's (P, d) matrices, in elements: d rounded up to a multiple of this, so
 #: that every row starts on a 64-byte line. The in-place update GEMM of the mixture grid at its
 #: paper shapes ((20,971 x 100) x (100 x 450) into W, one thread, MKL, Zen 3) ran at 30-35
 #: GFLOP/s on rows of 450 floats and at 53-60 on rows 464 apart (``bench/bench_paper_scale.py
 #: --part ratios``). None: contiguous rows.
-ROW_ALIGN: int | None = 16
+_ROW_ALIGN: int | None = 16
 
 
 @dataclass
@@ -137,7 +134,7 @@ class _Chunk:
         self.c_col = self.c.unsqueeze(1)
         self.second_col = self.second.unsqueeze(1) if self.second.dim() == 1 else self.second
         self._batch: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        segment = SEGMENT_SUMS if SEGMENT_SUMS is not None else self.c.device.type == "cuda"
+        segment = _SEGMENT_SUMS if _SEGMENT_SUMS is not None else self.c.device.type == "cuda"
         self.runs = (_equal_runs(torch.bincount(self.seg, minlength=len(self.c)).tolist())
                      if segment else None)
         self._sums: dict[int, tuple[torch.Tensor, list[torch.Tensor]]] = {}
@@ -161,7 +158,7 @@ class _Chunk:
 
     def _segment_sums(self, Z: torch.Tensor) -> torch.Tensor:
         """The per-member sums of Z's rows, one reduction per run of equal-sized members
-        (:data:`SEGMENT_SUMS`), into a buffer made once per batch size."""
+        (:data:`_SEGMENT_SUMS`), into a buffer made once per batch size."""
         assert self.runs is not None
         B = Z.shape[1]
         if B not in self._sums:
@@ -223,7 +220,7 @@ def chunk_bounds(sizes: Sequence[int], rows: int | None) -> list[tuple[int, int]
 
 class _Pack:
     """The live members' two per-unit tensors concatenated (``first`` (P, d), ``second``),
-    stepped chunk by chunk (:data:`CPU_CHUNK_ELEMENTS`); subclasses write one chunk's step."""
+    stepped chunk by chunk (:data:`_CPU_CHUNK_ELEMENTS`); subclasses write one chunk's step."""
 
     def __init__(self, first: list[torch.Tensor], second: list[torch.Tensor],
                  c: torch.Tensor, lrs: torch.Tensor, ids: list[int], rows: int | None = None,
@@ -260,16 +257,16 @@ class _Pack:
 
 
 def aligned_rows(A: torch.Tensor) -> torch.Tensor:
-    """``A`` (a matrix) as a view of rows :data:`ROW_ALIGN` elements apart, same values; a
+    """``A`` (a matrix) as a view of rows :data:`_ROW_ALIGN` elements apart, same values; a
     vector, or a matrix whose rows already are, as it is.
 
     >>> aligned_rows(torch.ones(3, 5)).stride()
     (16, 1)
     """
-    if ROW_ALIGN is None or A.dim() != 2:
+    if _ROW_ALIGN is None or A.dim() != 2:
         return A
     rows, d = A.shape
-    ld = -(-d // ROW_ALIGN) * ROW_ALIGN
+    ld = -(-d // _ROW_ALIGN) * _ROW_ALIGN
     if ld == d:
         return A
     out = A.new_zeros(rows, ld)[:, :d]
@@ -482,8 +479,8 @@ def _start(kind: type[_Pack], first: list[torch.Tensor], second: list[torch.Tens
     """Every member's state (offsets c = 0, none diverged) and the pack of all of them."""
     G = len(first)
     c = torch.zeros(G, dtype=first[0].dtype, device=first[0].device)
-    rows = (None if first[0].device.type == "cuda" or CPU_CHUNK_ELEMENTS is None
-            else max(1, CPU_CHUNK_ELEMENTS // batch_size))
+    rows = (None if first[0].device.type == "cuda" or _CPU_CHUNK_ELEMENTS is None
+            else max(1, _CPU_CHUNK_ELEMENTS // batch_size))
     if space is not None:
         first, second = space.first, space.second
     state = _State(first, second, c, torch.zeros(G, dtype=torch.bool),

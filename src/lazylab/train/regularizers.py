@@ -32,9 +32,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-__all__ = ["Regularizer", "l2_penalty", "norm_2_4_penalty", "distance_penalty",
-           "sum_penalties"]
-
 Regularizer = Callable[[nn.Module], torch.Tensor]
 
 

@@ -43,8 +43,6 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["RowSpace", "reduce_rows"]
-
 
 @dataclass
 class _Group:

@@ -18,9 +18,6 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Schedule", "constant", "piecewise", "ghorbani_paper", "step_decay", "cosine",
-           "warmup"]
-
 Schedule = Callable[[int], float]
 
 

@@ -21,8 +21,6 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["ParamGroup", "SGDStep"]
-
 
 @dataclass
 class ParamGroup:

@@ -20,5 +20,27 @@ label draws) are documented in :mod:`lazylab.experiments.arora.common`.
 """
 
 from lazylab.experiments.arora import complexity, convergence, learnability, spectrum
+from lazylab.experiments.arora.complexity import Complexity, ComplexityParams, ComplexityPrep
+from lazylab.experiments.arora.convergence import Convergence, ConvergenceParams, ConvergencePrep
+from lazylab.experiments.arora.learnability import (
+    Learnability,
+    LearnabilityParams,
+    LearnabilityPrep,
+)
+from lazylab.experiments.arora.panels import PanelParams, Panels
+from lazylab.experiments.arora.spectrum import LabelSpectrum, SpectrumParams
 
-__all__ = ["complexity", "convergence", "learnability", "spectrum"]
+__all__ = [
+    # the experiments' modules (importing each registers its experiment)
+    "complexity", "convergence", "learnability", "spectrum",
+    # arora-convergence (Fig. 1(a)(c))
+    "Convergence", "ConvergenceParams", "ConvergencePrep",
+    # arora-spectrum (Fig. 1(b)(d))
+    "LabelSpectrum", "SpectrumParams",
+    # arora-complexity (Fig. 2)
+    "Complexity", "ComplexityParams", "ComplexityPrep",
+    # arora-learnability (Sec. 6, Lemma 5.3)
+    "Learnability", "LearnabilityParams", "LearnabilityPrep",
+    # the multi-panel base the figures share
+    "Panels", "PanelParams",
+]

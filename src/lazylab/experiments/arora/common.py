@@ -60,12 +60,6 @@ from lazylab.solve.spectral import GramSolver, Spectrum, eigendecompose
 from lazylab.theory.arora import h_infinity
 from lazylab.train import fit, log_spaced_steps
 
-__all__ = [
-    "DataParams", "NetParams", "Problem", "Run", "load_problem", "sphere_problem", "train",
-    "learning_rate", "resolve_dataset", "validate_problem", "dataset_title", "sub_generator",
-    "LABEL_METHODS", "COLORS", "PAPER_INIT", "h_peak_bytes",
-]
-
 
 def h_peak_bytes(p: ExperimentParams) -> float:
     """Peak memory of the dense n x n float64 H-infinity work (a lower bound for the cost

@@ -52,8 +52,6 @@ from lazylab.theory.arora import (
 from lazylab.theory.arora_width import WidthSpread, width_spread
 from lazylab.train import log_spaced_steps
 
-__all__ = ["Complexity", "ComplexityParams", "ComplexityPrep", "label_method"]
-
 EXPECTED = "complexity measure (expectation)"
 CURVES = {"complexity measure": "complexity", "l1 loss": "test_l1",
           "classification error": "test_error"}

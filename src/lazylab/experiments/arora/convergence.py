@@ -44,8 +44,6 @@ from lazylab.theory.arora import predicted_distance, predicted_residual_norm, wo
 from lazylab.theory.arora_width import WidthSpread, combined_se, width_spread
 from lazylab.train import log_spaced_steps
 
-__all__ = ["Convergence", "ConvergenceParams", "ConvergencePrep", "inits", "labels_for"]
-
 #: Allowance in log Phi for what the finite-width model does not cover and is not seed noise:
 #: float32 GD (relative rounding ~1e-7 per operation, < 1e-3 in Phi over 10^4 steps) and the
 #: ReLU kink crossed by a vanishing share of (i, r) pairs within one step. Stated, not fitted.

@@ -51,9 +51,6 @@ from lazylab.theory.arora import predicted_distance, random_label_moments, theor
 from lazylab.theory.arora_width import WidthSpread, width_spread
 from lazylab.train import log_spaced_steps
 
-__all__ = ["Learnability", "LearnabilityParams", "LearnabilityPrep", "sample_sizes",
-           "target_names"]
-
 RANDOM = "random labels"
 EXPECTATION = "random labels (expectation)"
 CONTROL = "p = 3 (not covered)"

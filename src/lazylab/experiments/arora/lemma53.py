@@ -25,8 +25,6 @@ from lazylab.experiments.base import Claim, Results, row
 from lazylab.experiments.toolkit import K_SE
 from lazylab.theory.arora_width import WidthSpread, combined_se
 
-__all__ = ["lemma53_claim", "spread_rows"]
-
 
 def spread_rows(method: str, x_name: str, x: float, spread: WidthSpread,
                 **facets: Any) -> list[dict[str, Any]]:

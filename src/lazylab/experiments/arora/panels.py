@@ -30,8 +30,6 @@ from lazylab.data import DatasetNotFound, find_dataset
 from lazylab.errors import DataNotFound
 from lazylab.experiments.base import ExperimentParams, Results
 
-__all__ = ["CIFAR", "PanelParams", "Panels", "panel_params"]
-
 #: The second panel's data set.
 CIFAR = "cifar10"
 

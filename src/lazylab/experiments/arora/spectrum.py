@@ -29,8 +29,6 @@ from lazylab.experiments.base import Claim, Experiment, Results, row
 from lazylab.experiments.toolkit import sub_generator
 from lazylab.theory.arora import alignment_share, worst_case_labels
 
-__all__ = ["LabelSpectrum", "SpectrumParams", "top_k"]
-
 #: "Far larger": the true labels' share of ||y||^2 on the top k eigenvectors must be at least
 #: this multiple of the random labels' share. For random labels the share is a sum of k of the
 #: n squared coefficients, mean k/n and standard deviation <= sqrt(2k)/n (each (v_i.y)^2 has

@@ -24,27 +24,11 @@ import torch
 
 from lazylab.activations import Activation, get_activation
 from lazylab.data import sphere
-from lazylab.experiments.toolkit import K_SE, loglog_fit
+from lazylab.experiments.toolkit import loglog_fit
 from lazylab.ids import paper_of
 from lazylab.models import TwoLayerNet
 from lazylab.models.bailee.constructions import phase_sine
 from lazylab.seeding import derive_seed, torch_generator
-
-__all__ = [
-    "F64",
-    "K_SE",
-    "PAPER",
-    "block_elems",
-    "data_generator",
-    "fit_tilt",
-    "input_chunks",
-    "loglog_slope",
-    "make_net",
-    "random_direction",
-    "resolve_activation",
-    "sphere_points_and_direction",
-    "width_grid",
-]
 
 PAPER = paper_of(__name__)  # the key of this package in lazylab.ids.PAPERS
 F64 = torch.float64

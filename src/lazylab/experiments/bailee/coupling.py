@@ -47,8 +47,6 @@ from lazylab.models.bailee.constructions import coherent_direction
 from lazylab.theory.bailee import COUPLING_SLOPES, coupling_predictions
 from lazylab.train.bailee.randomized_risk import sign_moments
 
-__all__ = ["Coupling", "CouplingParams"]
-
 # Method names (results.csv); chosen so that style.method_color gives five distinct colours.
 FL, FQ, STD, GAP = "f_L", "f_Q = f_Q(W Sigma)", "std over signs", "mean over signs - f_Q"
 ONE_SIGMA = "f_L (one Sigma)"

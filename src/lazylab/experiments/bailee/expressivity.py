@@ -62,8 +62,6 @@ from lazylab.theory.bailee import (
 )
 from lazylab.train.bailee.randomized_risk import sign_moments
 
-__all__ = ["Expressivity", "ExpressivityParams"]
-
 FQ, RAND, NORM, LIMIT, BOUND = "f_Q(W*)", "randomized net", "norm", "norm limit", "bound"
 # Finite-width allowance on the slopes (common.py): the f^Q error is an average of m/2 iid
 # terms, exactly sqrt(Var/m) in expectation, so only the scatter of one draw of W0 remains

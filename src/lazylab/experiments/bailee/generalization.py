@@ -46,8 +46,6 @@ from lazylab.experiments.toolkit import (
 )
 from lazylab.theory.bailee_landscape import mp_operator_norm, rademacher_bound
 
-__all__ = ["Generalization", "GeneralizationParams"]
-
 DISTS = ("sphere", "hypercube", "anisotropic", "subspace")
 #: Figure colours and markers per input law.
 STYLE = {"sphere": ("tab:blue", "o"), "hypercube": ("tab:orange", "s"),

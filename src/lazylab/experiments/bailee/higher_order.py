@@ -59,8 +59,6 @@ from lazylab.theory.bailee import (
     higher_order_term_stats,
 )
 
-__all__ = ["HigherOrder", "HigherOrderParams"]
-
 GAP, REST = "f^(k) - limit", "f - f^(k)"
 METRIC = "mean_abs"
 #: Finite-width allowance on the slope of a single term: each term is a sum of M iid variables

@@ -81,8 +81,6 @@ from lazylab.train.bailee.landscape import directional_derivatives, squared_land
 from lazylab.train.bailee.randomized_risk import randomized_risk, train_randomized
 from lazylab.train.schedules import cosine
 
-__all__ = ["Landscape", "LandscapeParams"]
-
 LEMMA1, THM2, COR3 = "Lemma 1 (L^Q)", "Theorem 2 (L~)", "Corollary 3 (L~_lam)"
 TEACHER, PLAIN = "noisy GD on L~_lam", "plain GD from W = 0"
 PLANTED, AT0 = "planted W*", "L~ at W = 0"

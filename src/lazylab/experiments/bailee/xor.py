@@ -76,8 +76,6 @@ from lazylab.theory.bailee import XOR_NSTAR_SLOPES
 from lazylab.train import TrainingDiverged, fit
 from lazylab.train.bailee.randomized_risk import sign_moments, train_randomized
 
-__all__ = ["Xor", "XorParams", "crossing", "finite_d_gap", "n_grid", "welch_dof"]
-
 NTK, QUAD, RAND = "NTK", "QuadNTK", "randomized net"
 #: The test MSE of the randomized net's sign average E_Sigma f: a labelled extra (its n* is
 #: recorded but no claim uses it); the randomized net itself is scored by its own risk L~.

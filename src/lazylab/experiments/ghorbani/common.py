@@ -73,14 +73,6 @@ from lazylab.solve import NormalEquations
 from lazylab.train import fit, ghorbani_paper
 from lazylab.train.packed import PackedQuadResult, train_packed_nt, train_packed_quad
 
-__all__ = [
-    "GhorbaniParams",
-    "Problem", "QuadForm", "qf_problem", "mg_problem", "draw_weights", "fit_rf", "fit_nt_lstsq",
-    "nt_basis_size", "nn_init", "quad_form", "train_nn", "train_nt_sgd", "test_risk", "nn_lr",
-    "nt_lr", "nt_lr_learning", "nt_offset_lr_scale", "SGDConfig", "nt_init", "nt_quad_form",
-    "train_lr_grid",
-]
-
 Sampler = Callable[[int, torch.Generator], tuple[torch.Tensor, torch.Tensor]]
 
 

@@ -25,8 +25,6 @@ from lazylab.seeding import derive_seed, torch_generator
 from lazylab.theory.ghorbani import nn_mg, nt_mg
 from lazylab.theory.ghorbani_population import nn_mg_population, nt_mg_population
 
-__all__ = ["MGSamples", "MGSamplesParams"]
-
 
 class MGSamplesParams(SamplesParams):
     d: int = Field(30, ge=4, le=4000, description="input dimension (paper: 450)")

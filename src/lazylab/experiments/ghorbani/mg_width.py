@@ -61,8 +61,6 @@ from lazylab.theory.ghorbani_population import (
     rf_mg_population,
 )
 
-__all__ = ["MGWidth", "MGWidthParams", "bayes_claim"]
-
 ASYMPTOTIC = ("RF(I)", "NT(I)", "NN")
 METHODS = ("NN", "NT(I)", "RF(I)")
 

@@ -23,8 +23,6 @@ from lazylab.experiments.ghorbani.samples import SamplesExperiment, SamplesParam
 from lazylab.theory.ghorbani import nn_qf, nt_qf, nt_qf_finite, tau
 from lazylab.theory.ghorbani_population import nt_qf_population
 
-__all__ = ["QFSamples", "QFSamplesParams"]
-
 
 class QFSamplesParams(SamplesParams):
     rho: float = Field(0.5, gt=0, le=4, description="width N = round(rho d); the paper does "

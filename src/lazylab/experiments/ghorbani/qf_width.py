@@ -46,8 +46,6 @@ from lazylab.experiments.ghorbani.widths import (
 from lazylab.theory.ghorbani import nn_qf, nt_qf, nt_qf_finite, rf_qf_quadratic, tau
 from lazylab.theory.ghorbani_population import nt_qf_population, rf_qf_population
 
-__all__ = ["QFWidth", "QFWidthParams"]
-
 ASYMPTOTIC = ("RF(I)", "RF(Gamma*)", "NT(I)")
 METHODS = ("NN", "NT(I)", "RF(I)", "RF(Gamma*)")
 #: NT and NN count as "reaching 0" below this R/R0: 1% of the trivial risk, the floor of the SGD

@@ -50,8 +50,6 @@ from lazylab.experiments.toolkit import match_claim as toolkit_match
 from lazylab.seeding import torch_generator
 from lazylab.train import log_spaced_steps
 
-__all__ = ["SamplesParams", "SamplesExperiment", "eval_steps"]
-
 METHODS = ("NN", "NT(I)")
 
 

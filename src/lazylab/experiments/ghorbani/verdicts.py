@@ -30,9 +30,6 @@ from lazylab.experiments.toolkit import (
     slope_claim,
 )
 
-__all__ = ["ABS_FLOOR", "ASYM_SLACK", "K_SE", "gap_claim", "lstsq_allowance", "ordering_claim",
-           "risk_match_claim", "sgd_allowance", "sim_stats"]
-
 ABS_FLOOR = 0.005
 #: Multiple of the exact finite-d correction allowed around the paper's asymptotic formulas.
 ASYM_SLACK = 1.5

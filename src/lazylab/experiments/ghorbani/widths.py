@@ -54,8 +54,6 @@ from lazylab.experiments.toolkit import grid_search
 from lazylab.seeding import derive_seed, torch_generator
 from lazylab.solve import nt_least_squares
 
-__all__ = ["width_grid", "width_plot", "width_statements", "WidthParams", "WidthExperiment"]
-
 
 def width_grid(d: int, rho_min: float, rho_max: float, n: int) -> list[int]:
     """Integers on geomspace(rho_min d, rho_max d, n), plus N = d; all >= 1."""

@@ -6,9 +6,14 @@ Importing this package registers ``nichani-regularizer`` (Fig. 1, Sec. 5; Remark
 ``nichani-mlp-scaling`` (Fig. 2, Sec. 5) and ``nichani-taylor`` (Sec. 5 and App. G).
 """
 
-from lazylab.experiments.nichani.mlp_scaling import MlpScaling
-from lazylab.experiments.nichani.regularizer import Regularizer
-from lazylab.experiments.nichani.spectrum import Spectrum
-from lazylab.experiments.nichani.taylor import TaylorExperiment
+from lazylab.experiments.nichani.mlp_scaling import MlpScaling, MlpScalingParams
+from lazylab.experiments.nichani.regularizer import Regularizer, RegularizerParams
+from lazylab.experiments.nichani.spectrum import Spectrum, SpectrumParams
+from lazylab.experiments.nichani.taylor import TaylorExperiment, TaylorParams
 
-__all__ = ["MlpScaling", "Regularizer", "Spectrum", "TaylorExperiment"]
+__all__ = [
+    "Regularizer", "RegularizerParams",  # nichani-regularizer (Fig. 1, Sec. 5)
+    "Spectrum", "SpectrumParams",  # nichani-spectrum (Secs. 1.1, 4.1)
+    "MlpScaling", "MlpScalingParams",  # nichani-mlp-scaling (Fig. 2, Sec. 5)
+    "TaylorExperiment", "TaylorParams",  # nichani-taylor (Sec. 5, App. G)
+]

@@ -16,8 +16,6 @@ from lazylab.experiments.base import Results
 from lazylab.experiments.toolkit import sub_generator
 from lazylab.ids import paper_of
 
-__all__ = ["PAPER", "draw_inputs", "fig1_energies", "fig1_problem", "final_stats", "paired_gap"]
-
 PAPER = paper_of(__name__)  # the key of this package in lazylab.ids.PAPERS
 
 

@@ -50,8 +50,6 @@ from lazylab.train import fit
 from lazylab.train.meter import loop_steps
 from lazylab.train.mlp_gd import gd_relu_mlp, gd_relu_mlps
 
-__all__ = ["MlpScaling", "MlpScalingParams", "relu_mlp"]
-
 MLP = "ReLU MLP"
 REF6, REF3 = "n = 6 d^2", "n = d^3"
 #: Lower-order terms of n*(d) (a d^2 + b d: the linear part, biases) and the factor-2 n-grid

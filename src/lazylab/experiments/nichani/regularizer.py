@@ -73,8 +73,6 @@ from lazylab.train.history import log_spaced_steps
 from lazylab.train.nichani import R3Empirical, train_taylor
 from lazylab.train.nichani.gd import EVAL_BLOCK_ELEMS
 
-__all__ = ["Regularizer", "RegularizerParams"]
-
 LQ, LQR, LONLY, QONLY, NTK = "f_L+f_Q", "f_L+f_Q+R3", "f_L only", "f_Q only", "NTK ridgeless"
 LEVEL = "||P_>1 f*||^2"
 X_NAME = "log_d(eta t)"

@@ -39,8 +39,6 @@ from lazylab.experiments.toolkit import K_SE, match_claim, sub_generator
 from lazylab.models.nichani import TaylorFeatures, nichani_net, shifted_sigmoid
 from lazylab.theory.nichani import effective_ridge, ntk_eigenvalues, trace_identity
 
-__all__ = ["Spectrum", "SpectrumParams"]
-
 SIGMA, GRAM = "Sigma-hat", "Gram K"
 #: Finite-width / estimation allowance on each Sigma-hat group mean, relative: the group sums
 #: are traces over the top invariant subspaces, exact in expectation for any m by rotation

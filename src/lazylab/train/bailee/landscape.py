@@ -33,15 +33,6 @@ from lazylab.models.two_layer import TwoLayerNet
 from lazylab.train.bailee.randomized_risk import quadratic_risk
 from lazylab.train.losses import LossFn, get_loss
 
-__all__ = [
-    "directional_derivatives",
-    "expected_sign_hessian_form",
-    "landscape_gap",
-    "lemma1_terms",
-    "squared_landscape_terms",
-    "loss_derivatives",
-]
-
 Risk = Callable[[], torch.Tensor]
 
 

@@ -49,18 +49,6 @@ from lazylab.train.losses import LossFn, get_loss
 from lazylab.train.regularizers import norm_2_4_penalty
 from lazylab.train.schedules import Schedule
 
-__all__ = [
-    "EXACT_SQUARED_LOSSES",
-    "ExactSignMoments",
-    "FreshSigmaForward",
-    "linear_term_second_moment",
-    "sign_moments",
-    "quadratic_risk",
-    "randomized_risk",
-    "regularized_randomized_risk",
-    "train_randomized",
-]
-
 #: Squared losses whose randomized risk has a closed form, with their (scale, reduction).
 EXACT_SQUARED_LOSSES: dict[str, tuple[float, str]] = {
     "mse": (1.0, "mean"), "half_mse": (0.5, "mean"), "half_sse": (0.5, "sum"),

@@ -2,7 +2,13 @@
 gradients (:mod:`~lazylab.train.nichani.regularizers`) and batched (perturbed) GD on the Taylor
 model f_L + f_Q + lambda3 R3 (:mod:`~lazylab.train.nichani.gd`)."""
 
-from lazylab.train.nichani.gd import TaylorRun, taylor_step_grad, train_taylor
+from lazylab.train.nichani.gd import (
+    TaylorRun,
+    fused_for,
+    fused_path,
+    taylor_step_grad,
+    train_taylor,
+)
 from lazylab.train.nichani.regularizers import (
     R1Harmonic,
     R1Stochastic,
@@ -18,6 +24,8 @@ __all__ = [
     "R3Empirical",
     "SigmaSplit",
     "TaylorRun",
+    "fused_for",
+    "fused_path",
     "r4",
     "r4_grad",
     "taylor_step_grad",

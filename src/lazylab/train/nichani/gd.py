@@ -37,8 +37,6 @@ from lazylab.models.nichani.network import TaylorFeatures
 from lazylab.train.meter import evaluation, loop_steps
 from lazylab.train.nichani.regularizers import R3Empirical
 
-__all__ = ["TaylorRun", "fused_for", "fused_path", "taylor_step_grad", "train_taylor"]
-
 TERMS = ("L", "Q")
 
 

@@ -41,8 +41,6 @@ from lazylab.data.spherical import tau_expect
 from lazylab.models.nichani.network import TaylorFeatures
 from lazylab.models.two_layer import TwoLayerNet
 
-__all__ = ["R1Harmonic", "R1Stochastic", "R3Empirical", "SigmaSplit", "r4", "r4_grad"]
-
 
 def _check_r(r: int, n: int, what: str) -> int:
     if int(r) != r or not 0 <= r <= n:
