@@ -46,7 +46,7 @@ window.addEventListener('load', () => {
 
 def chromium(profile: Path, *args: str) -> str:
     r = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout
 

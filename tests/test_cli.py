@@ -210,7 +210,7 @@ def test_environment_dependent_errors(toy, tmp_path):
 
 def test_python_dash_m_help():
     r = subprocess.run([sys.executable, "-m", "lazylab", "--help"], capture_output=True,
-                       text=True, timeout=120)
+                       text=True, timeout=900)
     assert r.returncode == 0
     for cmd in ("list", "show", "reproduce", "report"):
         assert cmd in r.stdout

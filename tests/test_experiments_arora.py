@@ -445,7 +445,7 @@ def test_cli_missing_data_set_is_one_line_and_exit_2(tmp_path):
     cmd = [sys.executable, "-m", "lazylab", "reproduce", "arora-spectrum", "--set",
            "dataset=cifar10", "--set", f"data_root={tmp_path / 'nothing'}", "--out",
            str(tmp_path / "out"), "--threads", "1"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
                          env={**__import__("os").environ, "LAZYLAB_DATA": ""})
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr + out.stdout

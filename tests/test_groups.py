@@ -4,8 +4,6 @@ and workers do not change the numbers."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 
@@ -135,9 +133,12 @@ def test_max_time_stops_between_groups_and_resume_finishes(toy, tmp_path, refere
     assert (tmp_path / "toy-mean" / "results.csv").read_bytes() == reference
 
 
-def test_clock_uses_the_prior_then_the_slowest_measured_rate(toy):
+def test_clock_uses_the_prior_then_the_slowest_measured_rate(toy, monkeypatch):
+    from lazylab.runner import job
+
+    monkeypatch.setattr(job, "time", VirtualTime())  # no real time passes between the lines
     g = plan_groups(spec_of(toy))[0]  # two units
-    now = time.monotonic()
+    now = job.time.monotonic()
     assert Clock(None).fits(g)
     assert not Clock(now + 10, prior=6.0).fits(g)  # 12 s expected > 10 s left
     c = Clock(now + 10, prior=6.0)
@@ -148,13 +149,18 @@ def test_clock_uses_the_prior_then_the_slowest_measured_rate(toy):
     assert not Clock(now - 1).fits(g)
 
 
-def test_cli_max_time(toy, tmp_path):
+def test_cli_max_time(toy, tmp_path, monkeypatch):
     """Exit 3 after progress: the first unit (0.5 s by the cost model) starts; it takes 6 s,
-    so the second (6 s measured) does not fit in the 10 s budget; --resume finishes."""
+    so the second (6 s measured) does not fit in the 10 s budget; --resume finishes. The
+    command's clock is virtual (the units' sleeps advance it), so load cannot move the stop."""
+    import toy_experiment
+    from lazylab import cli as cli_module
+    from lazylab.runner import job, serial
+
+    clock = VirtualTime()
+    for module in (cli_module, job, serial, toy_experiment):
+        monkeypatch.setattr(module, "time", clock)
     out = str(tmp_path / "o")
-    # The budget counts from the command's start: load the registry first (a cold import of
-    # every experiment can take most of 10 s on a loaded 2-core machine), as a warm shell would.
-    assert cli("list").exit_code == 0
     args = ("reproduce", "toy-mean", "--set", "ns=200,800", "--set", "sleep=6", "--seeds",
             "1", "--out", out)
     r = cli(*args, "--max-time", "10s")

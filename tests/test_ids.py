@@ -20,6 +20,6 @@ def test_unknown_id_is_refused_before_torch_is_imported():
             "'bailee-xr']\ntry:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
             "print('torch' in sys.modules, code)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
+                         timeout=900)
     assert out.stdout.split()[-2:] == ["False", "2"], out.stdout + out.stderr
     assert "did you mean bailee-xor" in out.stderr

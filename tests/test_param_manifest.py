@@ -31,7 +31,7 @@ def _cli_in_subprocess(*args: str) -> tuple[list[str], str]:
             "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
             "print('torch' in sys.modules, 'lazylab.experiments' in sys.modules, code)")
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                         timeout=120)
+                         timeout=900)
     return out.stdout.split()[-3:], out.stderr
 
 
