@@ -120,3 +120,26 @@ def test_command_line_exits_2_with_one_line():
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
     assert lines == ["cntk_vs_cnn: apt-get install it"], res.stderr
+
+
+def test_the_docs_tables_are_the_committed_runs():
+    """docs/cntk-vs-cnn.md's accuracy tables are the CSVs of the documented commands
+    (docs/cntk-vs-cnn/cntk-DATASET.csv), to the 0.1 point they print."""
+    import csv
+    import re
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    page = (docs / "cntk-vs-cnn.md").read_text()
+    for ds, title in (("fashion-mnist", "### Fashion-MNIST"), ("mnist", "### MNIST")):
+        rows = list(csv.DictReader((docs / "cntk-vs-cnn" / f"cntk-{ds}.csv").open()))
+        by = {(r["head"], int(r["depth"])): r for r in rows}
+        section = page[page.index(title):].split("\n\n")[1]
+        table = [line for line in section.splitlines() if re.match(r"\| \d", line)]
+        assert len(table) == 7
+        for line in table:
+            depth, cv, nv, cg, ng = (float(c) for c in line.strip("| ").split(" | "))
+            f, g = by[("flatten", int(depth))], by[("gap", int(depth))]
+            shown = [f"{100 * float(r[k]):.1f}" for r, k in
+                     ((f, "cntk_acc"), (f, "cnn_acc"), (g, "cntk_acc"), (g, "cnn_acc"))]
+            assert [f"{v:.1f}" for v in (cv, nv, cg, ng)] == shown, (ds, depth)
