@@ -45,8 +45,6 @@ from lazylab.experiments.toolkit import K_SE
 from lazylab.seeding import derive_seed
 from lazylab.train.ensemble import decade_grid
 
-__all__ = ["Alpha", "AlphaParams"]
-
 
 class AlphaParams(T1Params):
     betas: list[float] = Field([1.0, 0.5, 0.3, 0.2, 0.0], min_length=2,

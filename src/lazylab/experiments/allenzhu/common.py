@@ -20,10 +20,6 @@ from lazylab.models.resnet import ResNet3
 from lazylab.solve import kernel_ridge, lstsq
 from lazylab.train.ensemble import ACTIVATION_ELEMENTS, best_index, train_grid
 
-__all__ = ["ARCHS", "PAPER", "RIDGE_GRID", "Fit", "T1Data", "fit_kernel", "fit_ridge", "fit_sgd",
-           "grid_peak_bytes", "hidden_names", "kernel_peak_bytes", "learner_params",
-           "make_learner", "n_grid", "ridge_peak_bytes", "t1_data"]
-
 PAPER = paper_of(__name__)  # the key of this package in lazylab.ids.PAPERS
 
 

@@ -43,9 +43,6 @@ import torch
 
 from lazylab.kernels.deep import DeepKernel, Dense, Relu, Serial
 
-__all__ = ["INFINITE", "infinite_ntk", "mlp3_layers", "mlp3_ntk", "resnet3_kernels",
-           "resnet3_ntk"]
-
 #: The mode of the infinite-width rows (their method: "3resnet(NTK, infinite width)").
 INFINITE = "NTK, infinite width"
 

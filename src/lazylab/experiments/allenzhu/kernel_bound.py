@@ -51,8 +51,6 @@ from lazylab.theory.allenzhu import (
     thm2_fraction_bound,
 )
 
-__all__ = ["KernelBound", "KernelBoundParams"]
-
 KernelName = Literal["gaussian", "arcsin", "relu-ntk", "resnet-entk", "relu-features"]
 DOT_PRODUCT = ("gaussian", "arcsin", "relu-ntk")
 #: The transition claim uses the Gaussian kernel, whose Fourier weights kappa^_j decay

@@ -37,8 +37,6 @@ from lazylab.seeding import derive_seed
 from lazylab.theory.allenzhu import HAND_BUILT, SGD_FLOOR
 from lazylab.train.ensemble import decade_grid, train_grid
 
-__all__ = ["Norm", "NormParams", "hand_built"]
-
 #: Half a unit of the last digit of the paper's errors 0.12, 0.037, 0.011 (its rounding).
 ROUNDING = {0.12: 0.005, 0.037: 0.0005, 0.011: 0.0005}
 

@@ -69,8 +69,6 @@ from lazylab.experiments.toolkit import K_SE, sub_generator
 from lazylab.seeding import derive_seed
 from lazylab.train.ensemble import decade_grid
 
-__all__ = ["Performance", "T1Params"]
-
 KERNEL_BASELINES = ("gaussian kernel", "ReLU NTK kernel")
 ERR = "test_error"
 #: Learners whose closed-form infinite-width NTK is fitted as a stated extra.

@@ -68,8 +68,6 @@ from lazylab.solve import kernel_ridge
 from lazylab.train import fit
 from lazylab.train.meter import sampled_blocks
 
-__all__ = ["TaylorExperiment", "TaylorParams", "image_net", "infinite_ntk", "kernel_rows"]
-
 FULL, LIN, QUAD = "full network", "f0 + f_L", "f0 + f_L + f_Q"
 #: The method of the infinite-width kernel regression rows (a stated extra).
 INFINITE = "NTK regression (infinite width)"

@@ -14,6 +14,8 @@ memory budget, on any device and dtype.
   :class:`Elementwise`;
 * :func:`kernel_from_module` / :func:`layers_from_module`: the kernel of a PyTorch model;
 * :func:`ntk_parametrize`: the finite network of a description;
+* :class:`KernelState` (of :class:`Block` covariances, from :func:`input_state`): the state a
+  layer maps to the next layer's, for writing a layer;
 * :func:`from_spec`: a description from JSON-able specs (neural-tangents' layer names).
 
 Example
@@ -44,6 +46,7 @@ from lazylab.kernels.deep.layers import (
     AvgPool,
     Conv,
     Dense,
+    FanIn,
     Flatten,
     GlobalAvgPool,
     Layer,
@@ -51,6 +54,8 @@ from lazylab.kernels.deep.layers import (
     Product,
     Residual,
     Serial,
+    Shape,
+    Trace,
 )
 from lazylab.kernels.deep.lift import (
     SUPPORTED,
@@ -59,11 +64,28 @@ from lazylab.kernels.deep.lift import (
     layers_from_module,
 )
 from lazylab.kernels.deep.spec import from_spec, layer_from_spec
+from lazylab.kernels.deep.state import (
+    Block,
+    KernelState,
+    input_state,
+    paired_state,
+    to_diag_block,
+    variances,
+)
 
 __all__ = [
-    "ABRelu", "Abs", "Activation", "AvgPool", "Conv", "DeepKernel", "Dense", "Elementwise",
-    "Erf", "Flatten", "Gelu", "GlobalAvgPool", "Layer", "LayerNorm", "LeakyRelu", "Product",
-    "Relu", "Residual", "SUPPORTED", "Serial", "Sin", "UnsupportedLayer", "from_spec",
-    "kernel_from_module", "layer_from_spec", "layers_from_module", "ntk_parametrize",
-    "parse_bytes",
+    # a network's kernel matrix, in tiles within a memory budget
+    "DeepKernel", "parse_bytes",
+    # layers (neural-tangents' stax.Dense, Conv, AvgPool, GlobalAvgPool, Flatten, LayerNorm,
+    # serial; FanOut + FanInSum / FanInProd)
+    "Layer", "Dense", "Conv", "AvgPool", "GlobalAvgPool", "Flatten", "LayerNorm", "Serial",
+    "FanIn", "Residual", "Product",
+    # activations: closed-form duals, or Gaussian quadrature for any other function
+    "Activation", "ABRelu", "Relu", "LeakyRelu", "Abs", "Erf", "Gelu", "Sin", "Elementwise",
+    # the kernel state a layer maps to the next layer's (for writing a layer)
+    "KernelState", "Block", "input_state", "paired_state", "variances", "to_diag_block",
+    "Shape", "Trace",
+    # from a PyTorch model, from JSON-able specs, and the finite network of a description
+    "kernel_from_module", "layers_from_module", "SUPPORTED", "UnsupportedLayer",
+    "from_spec", "layer_from_spec", "ntk_parametrize",
 ]

@@ -15,8 +15,6 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-__all__ = ["Padding", "resolve_padding", "pad_dim", "pad_dims", "window_sum", "out_size"]
-
 #: Per spatial axis: fill ("zeros" or "circular"), pad before, pad after.
 Padding = tuple[str, tuple[tuple[int, int], ...]]
 

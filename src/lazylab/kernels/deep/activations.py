@@ -53,9 +53,6 @@ import torch
 from lazylab.kernels.deep.layers import Layer
 from lazylab.kernels.deep.state import Block, KernelState, variances
 
-__all__ = ["Activation", "ABRelu", "Relu", "LeakyRelu", "Abs", "Erf", "Gelu", "Sin",
-           "Elementwise"]
-
 Dual = tuple[torch.Tensor, "torch.Tensor | None"]
 
 

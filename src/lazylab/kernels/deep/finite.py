@@ -33,8 +33,6 @@ from lazylab.kernels.deep.layers import (
     Shape,
 )
 
-__all__ = ["ntk_parametrize"]
-
 
 class _Affine(nn.Module):
     """Dense or Conv with NTK- or standard-parametrized weights."""

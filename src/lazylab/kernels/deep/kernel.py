@@ -24,8 +24,6 @@ import torch
 from lazylab.kernels.deep.layers import Layer, Serial, Shape, Trace
 from lazylab.kernels.deep.state import input_state, paired_state
 
-__all__ = ["DeepKernel", "parse_bytes"]
-
 _KINDS = ("ntk", "nngp")
 #: Tile working memory without a ``memory_budget``: on a CPU small enough that a tile's
 #: elementwise passes run from cache (a depth-5 relu MLP at n = 2000 took 1.8 s as one tile,

@@ -53,9 +53,6 @@ from lazylab.kernels.deep._spatial import (
 )
 from lazylab.kernels.deep.state import Block, KernelState, to_diag_block, variances
 
-__all__ = ["Layer", "Dense", "Conv", "AvgPool", "GlobalAvgPool", "Flatten", "LayerNorm",
-           "Serial", "FanIn", "Residual", "Product", "Shape", "Trace"]
-
 #: strides, padding fill, per-axis pads, output spatial shape
 Geometry = tuple[tuple[int, ...], str, tuple[tuple[int, int], ...], tuple[int, ...]]
 #: (channels, *spatial) of a layer's finite output.

@@ -50,8 +50,6 @@ from lazylab.kernels.deep.layers import (
     Serial,
 )
 
-__all__ = ["layers_from_module", "kernel_from_module", "SUPPORTED", "UnsupportedLayer"]
-
 #: The module types (and functions) that lift, as named in the refusal message.
 SUPPORTED = ("Linear", "Conv1d", "Conv2d", "ReLU", "LeakyReLU", "GELU", "Tanh", "Sigmoid",
              "Softplus", "SiLU", "ELU", "Identity", "AvgPool1d", "AvgPool2d",

@@ -35,8 +35,6 @@ from lazylab.kernels.deep.layers import (
     Serial,
 )
 
-__all__ = ["layer_from_spec", "from_spec"]
-
 
 def from_spec(specs: list[dict[str, Any]]) -> Serial:
     """The :class:`Serial` of a list of layer specs."""

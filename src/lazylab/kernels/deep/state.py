@@ -27,9 +27,6 @@ from typing import Any
 
 import torch
 
-__all__ = ["Block", "KernelState", "input_state", "paired_state", "variances",
-           "to_diag_block"]
-
 
 @dataclass
 class Block:
