@@ -55,7 +55,7 @@ from lazylab.kernels.deep import (
     Serial,
     ntk_parametrize,
 )
-from lazylab.kernels.deep.state import input_state
+from lazylab.kernels.deep import input_state
 from lazylab.solve import kernel_ridge
 
 DATASETS = {"digits": "digits", "mnist": "mnist-5k", "fashion-mnist": "fashion-mnist"}
