@@ -53,9 +53,9 @@ from lazylab.kernels.deep import (
     Layer,
     Relu,
     Serial,
+    input_state,
     ntk_parametrize,
 )
-from lazylab.kernels.deep import input_state
 from lazylab.solve import kernel_ridge
 
 DATASETS = {"digits": "digits", "mnist": "mnist-5k", "fashion-mnist": "fashion-mnist"}
