@@ -34,23 +34,31 @@ def _imports(path: Path) -> set[str]:
     return _imports_of(path.read_text(), path.relative_to(ROOT.parent).with_suffix("").parts)
 
 
-def _imports_of(text: str, rel: tuple[str, ...]) -> set[str]:
-    tree = ast.parse(text)
+def _import_nodes(tree: ast.AST, rel: tuple[str, ...]):
+    """``(module, names)`` for each import in ``tree``: ``import a.b`` gives ``("a.b", [])``,
+    a ``from`` import its module (relative ones resolved against the file's package) and the
+    names it takes."""
     package = list(rel[:-1])
-    out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
+            for a in node.names:
+                yield a.name, []
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package[:len(package) - (node.level - 1)] if node.level > 1 else package
                 module = ".".join([*base, *([node.module] if node.module else [])])
             else:
                 module = node.module or ""
-            if module == "lazylab":
-                out.update(f"lazylab.{a.name}" for a in node.names)
-            elif module:
-                out.add(module)
+            yield module, [a.name for a in node.names]
+
+
+def _imports_of(text: str, rel: tuple[str, ...]) -> set[str]:
+    out: set[str] = set()
+    for module, names in _import_nodes(ast.parse(text), rel):
+        if module == "lazylab":
+            out.update(f"lazylab.{n}" for n in names)
+        elif module:
+            out.add(module)
     return out
 
 
@@ -85,18 +93,9 @@ def _targets_of(text: str, rel: tuple[str, ...]) -> set[str]:
     """Dotted candidates of everything a file imports, one per imported name:
     ``from lazylab.train import capture`` gives ``lazylab.train.capture`` (the submodule when
     there is one, else the graph falls back to the package), ``import a.b`` gives ``a.b``."""
-    package = list(rel[:-1])
     out: set[str] = set()
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[:len(package) - (node.level - 1)] if node.level > 1 else package
-                module = ".".join([*base, *([node.module] if node.module else [])])
-            else:
-                module = node.module or ""
-            out.update(f"{module}.{a.name}" for a in node.names)
+    for module, names in _import_nodes(ast.parse(text), rel):
+        out.update([f"{module}.{n}" for n in names] if names else [module])
     return out
 
 
